@@ -1,0 +1,62 @@
+# Helpers that give every target the same precompiled header, warnings, allocator and output
+# folder. LibTorch's headers take ~20 s per translation unit; one shared precompiled header of
+# torch/torch.h brings that to a few seconds.
+
+# The precompiled header is built once, in this object library, and reused by every target.
+file(WRITE ${CMAKE_BINARY_DIR}/gpipe_pch.cpp "// translation unit that owns the shared PCH\n")
+add_library(gpipe_pch OBJECT ${CMAKE_BINARY_DIR}/gpipe_pch.cpp)
+# The same warning flags as its users: -Wpedantic changes predefined macros, and a PCH built
+# without it would be rejected.
+target_link_libraries(gpipe_pch PUBLIC torch PRIVATE gpipe_warnings)
+target_compile_definitions(gpipe_pch PUBLIC $<$<BOOL:${GPIPE_WITH_CUDA}>:GPIPE_WITH_CUDA=1>)
+target_precompile_headers(gpipe_pch PUBLIC
+  <torch/torch.h> <vector> <string> <memory> <functional> <mutex> <thread>
+  <condition_variable> <chrono> <optional>)
+# Everything compiles with -fPIC, executables too, so that one PCH fits every target (gcc rejects
+# a PCH built with -fPIC in a -fPIE compile).
+target_compile_options(gpipe_pch PUBLIC -fPIC)
+
+# gpipe_target_defaults(target): PCH, warnings, position-independent code.
+function(gpipe_target_defaults target)
+  target_precompile_headers(${target} REUSE_FROM gpipe_pch)
+  target_link_libraries(${target} PRIVATE gpipe_warnings)
+  target_compile_definitions(${target} PUBLIC $<$<BOOL:${GPIPE_WITH_CUDA}>:GPIPE_WITH_CUDA=1>)
+  target_compile_options(${target} PRIVATE -fPIC)
+endfunction()
+
+# gpipe_link_tcmalloc(target): every executable and test links tcmalloc, forced in even though
+# nothing names its symbols.
+function(gpipe_link_tcmalloc target)
+  target_link_libraries(${target} PRIVATE
+    -Wl,--no-as-needed ${TCMALLOC_MINIMAL_LIBRARY} -Wl,--as-needed)
+endfunction()
+
+# gpipe_library(name SOURCES ... DEPS ...): a static library with public headers in include/.
+function(gpipe_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  target_include_directories(${name} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
+  target_link_libraries(${name} PUBLIC torch ${ARG_DEPS})
+  gpipe_target_defaults(${name})
+endfunction()
+
+# gpipe_executable(name SOURCES ... DEPS ...): a program in build/bin.
+function(gpipe_executable name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS})
+  gpipe_target_defaults(${name})
+  gpipe_link_tcmalloc(${name})
+endfunction()
+
+# gpipe_test(name SOURCES ... DEPS ...): one GoogleTest program per area, each test case its own
+# CTest entry.
+function(gpipe_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  if(NOT GPIPE_BUILD_TESTS)
+    return()
+  endif()
+  gpipe_executable(${name} SOURCES ${ARG_SOURCES} DEPS ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
+    PROPERTIES TIMEOUT 600)
+endfunction()

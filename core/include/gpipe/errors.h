@@ -1,0 +1,71 @@
+// Typed exceptions of the engine.
+//
+// Why this file exists: a user who passes a bad configuration or a bad batch must be told which
+// value was wrong and how to fix it, and a caller must be able to tell a configuration mistake
+// from a failure inside a stage. Every exception names the offending values (GPIPE_CHECK formats
+// them like TORCH_CHECK does).
+#pragma once
+
+#include <c10/util/StringUtil.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace gpipe {
+
+// Base of everything the engine throws on purpose.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A configuration that cannot work: balance, devices, chunks, schedule, costs.
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A batch that does not fit the pipeline: empty, fewer samples than micro-batches, input and
+// target batch sizes that differ.
+class InputError : public Error {
+ public:
+  using Error::Error;
+};
+
+// The loss of a step was NaN or infinite; the step was refused and parameters are untouched.
+class NonFiniteLossError : public Error {
+ public:
+  NonFiniteLossError(const std::string& what, double loss) : Error(what), loss_(loss) {}
+  double loss() const { return loss_; }
+
+ private:
+  double loss_;
+};
+
+// A failure inside one stage (or rank), rethrown to the caller with the stage named.
+class StageError : public Error {
+ public:
+  StageError(const std::string& what, int stage) : Error(what), stage_(stage) {}
+  int stage() const { return stage_; }
+
+ private:
+  int stage_;
+};
+
+// Thrown inside a stage whose step was cancelled because another stage failed. The pipeline
+// never lets it escape: the caller sees the StageError of the stage that failed first.
+class AbortedError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace gpipe
+
+// GPIPE_CHECK(cond, ExceptionType, message parts...): throws ExceptionType with the parts
+// concatenated (c10::str) when cond is false.
+#define GPIPE_CHECK(cond, ExceptionType, ...)       \
+  do {                                              \
+    if (!(cond)) {                                  \
+      throw ExceptionType(::c10::str(__VA_ARGS__)); \
+    }                                               \
+  } while (false)

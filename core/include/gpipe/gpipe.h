@@ -1,0 +1,20 @@
+// Everything a user of the engine needs, in one include.
+#pragma once
+
+#include "gpipe/activations.h"
+#include "gpipe/batchnorm.h"
+#include "gpipe/device.h"
+#include "gpipe/dropout.h"
+#include "gpipe/errors.h"
+#include "gpipe/executor.h"
+#include "gpipe/layer.h"
+#include "gpipe/linear.h"
+#include "gpipe/loss.h"
+#include "gpipe/memory.h"
+#include "gpipe/microbatch.h"
+#include "gpipe/partition.h"
+#include "gpipe/pipeline.h"
+#include "gpipe/schedule.h"
+#include "gpipe/stage.h"
+#include "gpipe/timeline.h"
+#include "gpipe/transport.h"

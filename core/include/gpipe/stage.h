@@ -1,0 +1,102 @@
+// Stage: one partition of the layers, with stage-local autograd.
+//
+// Why this file exists: there is no autograd graph across stages. A stage runs forward on
+// inputs it received (detached, with requires_grad), keeps what its backward needs, and on
+// B(m) calls torch::autograd::backward on its own outputs with the gradients it received; the
+// gradients of its inputs go to the previous stage. This lets backward run in parallel across
+// CPU virtual devices, lets any schedule run, and works unchanged when stages are processes.
+//
+// Re-materialisation: a checkpointed forward runs under NoGradGuard and keeps only its input;
+// recompute(m) replays it with grad on (same RNG draws, BatchNorm statistics not counted again)
+// just before the backward needs it.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "gpipe/device.h"
+#include "gpipe/layer.h"
+#include "gpipe/loss.h"
+
+namespace gpipe {
+
+// Which micro-batches keep only their input in forward and recompute before backward.
+enum class Checkpoint { kAlways, kExceptLast, kNever };
+Checkpoint parse_checkpoint(const std::string& name);  // "always" | "except_last" | "never"
+std::string to_string(Checkpoint mode);
+
+class Stage {
+ public:
+  // `first_layer`: global index of layers[0] in the whole pipeline (keys the RNG).
+  Stage(int64_t index, int64_t num_stages, LayerList layers, int64_t first_layer,
+        DeviceSpec device);
+
+  // Starts a training or evaluation step over `microbatches` micro-batches.
+  void begin_step(int64_t step, int64_t microbatches, uint64_t seed);
+
+  // F(m). Runs the layers (and, on the last stage, the loss against `target` weighted by
+  // `weight`). Keeps the graph, or only the input when `checkpoint` is set. Returns the outputs,
+  // detached, to send on.
+  Activations forward(int64_t m, const Activations& input, bool checkpoint,
+                      const torch::Tensor& target = {}, double weight = 1.0,
+                      const LossFn* loss = nullptr);
+  // Whether B(m) must first replay the forward.
+  bool needs_recompute(int64_t m) const;
+  // R(m): replays a checkpointed forward with grad on.
+  void recompute(int64_t m);
+  // B(m): backward from the received output gradients (ignored on the last stage, which starts
+  // from its loss). Returns the gradients of the stage's inputs and frees the micro-batch.
+  Activations backward(int64_t m, const Activations& grad_output);
+  // Evaluation forward: no grad, nothing kept.
+  Activations infer(int64_t m, const Activations& input);
+
+  // Sum of the weighted micro-batch losses of this step (last stage only).
+  double loss_sum() const { return loss_sum_; }
+  // Drops whatever a failed step left behind.
+  void clear();
+
+  int64_t index() const { return index_; }
+  bool is_first() const { return index_ == 0; }
+  bool is_last() const { return index_ == num_stages_ - 1; }
+  const DeviceSpec& device() const { return device_; }
+  const LayerList& layers() const { return layers_; }
+  int64_t first_layer() const { return first_layer_; }
+  std::vector<torch::Tensor> parameters() const;
+  // Modules of this stage that keep per-step state (deferred BatchNorm).
+  const std::vector<StepObserver*>& step_observers() const { return observers_; }
+
+ private:
+  struct Pending {
+    Activations input;
+    Activations output;
+    torch::Tensor loss;
+    torch::Tensor target;
+    double weight = 1.0;
+    const LossFn* loss_fn = nullptr;
+    bool checkpointed = false;
+    bool active = false;
+  };
+
+  // Runs every layer, each inside its LayerContext.
+  Activations run_layers(int64_t m, Activations x, bool recompute);
+  // The layers plus, on the last stage, the weighted loss.
+  void run_forward(Pending& p, int64_t m, bool recompute);
+  Pending& pending(int64_t m);
+
+  int64_t index_;
+  int64_t num_stages_;
+  LayerList layers_;
+  int64_t first_layer_;
+  DeviceSpec device_;
+  torch::Device torch_device_;
+  std::vector<StepObserver*> observers_;
+
+  int64_t step_ = 0;
+  uint64_t seed_ = 0;
+  std::vector<Pending> pending_;
+  double loss_sum_ = 0;
+};
+
+}  // namespace gpipe

@@ -1,0 +1,68 @@
+// Timeline: every action of every stage, timed.
+//
+// Why this file exists: a pipeline's behaviour is only believable when it can be seen. Each F, B
+// and R (recompute) is recorded with its stage, step and micro-batch; a step exports as Chrome
+// trace JSON (Perfetto and chrome://tracing open it; one row per stage), and the measured bubble
+// fraction of a step is 1 - (mean over stages of busy time) / (step span).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace gpipe {
+
+struct TimelineEvent {
+  int64_t stage = 0;
+  std::string name;  // "F3", "B3", "R3"
+  int64_t step = 0;
+  int64_t microbatch = 0;
+  double start_us = 0;  // since the timeline's origin
+  double duration_us = 0;
+
+  double end_us() const { return start_us + duration_us; }
+};
+
+class Timeline {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  Timeline();
+
+  // Thread-safe.
+  void record(int64_t stage, std::string name, int64_t step, int64_t microbatch,
+              Clock::time_point start, Clock::time_point end);
+  void clear();
+  std::vector<TimelineEvent> events() const;
+  // Events of one step only.
+  std::vector<TimelineEvent> events(int64_t step) const;
+
+  // Labels for the trace's rows, e.g. "stage 0 (cpu:0)".
+  void set_stage_names(std::vector<std::string> names);
+
+  // Chrome trace JSON: {"traceEvents": [...], "displayTimeUnit": "ms"}.
+  nlohmann::json chrome_trace() const;
+  void write_chrome_trace(const std::string& path) const;
+
+ private:
+  Clock::time_point origin_;
+  mutable std::mutex mutex_;
+  std::vector<TimelineEvent> events_;
+  std::vector<std::string> stage_names_;
+};
+
+// Busy time of each of `stages` stages over `events`.
+std::vector<double> busy_us(const std::vector<TimelineEvent>& events, int64_t stages);
+// Time from the first start to the last end of `events`.
+double span_us(const std::vector<TimelineEvent>& events);
+// 1 - mean(busy) / span; 0 for an empty list.
+double bubble_fraction(const std::vector<TimelineEvent>& events, int64_t stages);
+
+// Writes `json` to `path` through a temporary file and a rename, so a reader never sees a
+// half-written file. Throws Error naming the path on failure.
+void write_json_file(const std::string& path, const nlohmann::json& json, int indent = 2);
+
+}  // namespace gpipe

@@ -1,0 +1,172 @@
+#include "gpipe/stage.h"
+
+#include <torch/csrc/autograd/autograd.h>
+
+#include "gpipe/errors.h"
+
+namespace gpipe {
+
+Checkpoint parse_checkpoint(const std::string& name) {
+  if (name == "always") return Checkpoint::kAlways;
+  if (name == "except_last") return Checkpoint::kExceptLast;
+  if (name == "never") return Checkpoint::kNever;
+  throw ConfigError(
+      c10::str("unknown checkpoint mode '", name, "': expected always, except_last or never"));
+}
+
+std::string to_string(Checkpoint mode) {
+  switch (mode) {
+    case Checkpoint::kAlways:
+      return "always";
+    case Checkpoint::kExceptLast:
+      return "except_last";
+    case Checkpoint::kNever:
+      return "never";
+  }
+  return "?";
+}
+
+Stage::Stage(int64_t index, int64_t num_stages, LayerList layers, int64_t first_layer,
+             DeviceSpec device)
+    : index_(index),
+      num_stages_(num_stages),
+      layers_(std::move(layers)),
+      first_layer_(first_layer),
+      device_(device),
+      torch_device_(device.torch_device()) {
+  for (const auto& layer : layers_) {
+    for (const auto& module : layer->modules(/*include_self=*/true)) {
+      if (auto* observer = dynamic_cast<StepObserver*>(module.get()))
+        observers_.push_back(observer);
+    }
+  }
+}
+
+std::vector<torch::Tensor> Stage::parameters() const {
+  std::vector<torch::Tensor> params;
+  for (const auto& layer : layers_) {
+    for (auto& p : layer->parameters())
+      params.push_back(p);
+  }
+  return params;
+}
+
+void Stage::begin_step(int64_t step, int64_t microbatches, uint64_t seed) {
+  step_ = step;
+  seed_ = seed;
+  pending_.assign(microbatches, Pending{});
+  loss_sum_ = 0;
+}
+
+void Stage::clear() {
+  pending_.clear();
+  loss_sum_ = 0;
+}
+
+Stage::Pending& Stage::pending(int64_t m) {
+  GPIPE_CHECK(m >= 0 && m < static_cast<int64_t>(pending_.size()), ConfigError, "stage ", index_,
+              ": micro-batch ", m, " outside this step's ", pending_.size());
+  return pending_[m];
+}
+
+Activations Stage::run_layers(int64_t m, Activations x, bool recompute) {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    LayerContext context;
+    context.seed = seed_;
+    context.step = step_;
+    context.microbatch = m;
+    context.layer = first_layer_ + static_cast<int64_t>(i);
+    context.recompute = recompute;
+    LayerContextGuard guard(&context);
+    x = layers_[i]->forward(x);
+  }
+  return x;
+}
+
+void Stage::run_forward(Pending& p, int64_t m, bool recompute) {
+  p.output = run_layers(m, p.input, recompute);
+  if (is_last() && p.loss_fn != nullptr) {
+    auto loss = (*p.loss_fn)(p.output, p.target);
+    GPIPE_CHECK(loss.numel() == 1, ConfigError,
+                "the loss function must return a scalar, got sizes ", loss.sizes());
+    p.loss = loss.reshape({}) * p.weight;
+  }
+}
+
+Activations Stage::forward(int64_t m, const Activations& input, bool checkpoint,
+                           const torch::Tensor& target, double weight, const LossFn* loss) {
+  auto& p = pending(m);
+  GPIPE_CHECK(!p.active, ConfigError, "stage ", index_, " ran F", m, " twice in step ", step_);
+  p.active = true;
+  // Stage 0's inputs are data: nothing upstream needs their gradient.
+  p.input = detach_for_stage(input, torch_device_, /*requires_grad=*/!is_first());
+  p.checkpointed = checkpoint;
+  p.weight = weight;
+  p.loss_fn = loss;
+  if (is_last() && loss != nullptr) p.target = target.to(torch_device_, /*non_blocking=*/true);
+  if (checkpoint) {
+    torch::NoGradGuard no_grad;
+    run_forward(p, m, /*recompute=*/false);
+  } else {
+    run_forward(p, m, /*recompute=*/false);
+  }
+  if (p.loss.defined()) loss_sum_ += p.loss.item<double>();
+  Activations out;
+  for (const auto& t : p.output)
+    out.push_back(t.defined() ? t.detach() : t);
+  if (checkpoint) {
+    p.output.clear();
+    p.loss = torch::Tensor();
+  }
+  return out;
+}
+
+bool Stage::needs_recompute(int64_t m) const {
+  return m >= 0 && m < static_cast<int64_t>(pending_.size()) && pending_[m].active &&
+         pending_[m].checkpointed;
+}
+
+void Stage::recompute(int64_t m) {
+  auto& p = pending(m);
+  GPIPE_CHECK(p.active && p.checkpointed, ConfigError, "stage ", index_, ": R", m,
+              " without a checkpointed F", m);
+  torch::AutoGradMode grad_on(true);
+  run_forward(p, m, /*recompute=*/true);
+  p.checkpointed = false;
+}
+
+Activations Stage::backward(int64_t m, const Activations& grad_output) {
+  auto& p = pending(m);
+  GPIPE_CHECK(p.active, ConfigError, "stage ", index_, " ran B", m, " before F", m);
+  if (p.checkpointed) recompute(m);
+  std::vector<torch::Tensor> roots, grads;
+  if (is_last() && p.loss.defined()) {
+    if (p.loss.requires_grad()) roots.push_back(p.loss);
+  } else {
+    GPIPE_CHECK(grad_output.size() == p.output.size(), ConfigError, "stage ", index_, " received ",
+                grad_output.size(), " gradients for ", p.output.size(), " outputs of micro-batch ",
+                m);
+    for (size_t i = 0; i < p.output.size(); ++i) {
+      const auto& out = p.output[i];
+      if (!out.defined() || !out.requires_grad() || !grad_output[i].defined()) continue;
+      roots.push_back(out);
+      grads.push_back(grad_output[i].device() == torch_device_
+                          ? grad_output[i]
+                          : grad_output[i].to(torch_device_, /*non_blocking=*/true));
+    }
+  }
+  if (!roots.empty()) torch::autograd::backward(roots, grads);
+  Activations grad_input;
+  for (const auto& in : p.input) {
+    grad_input.push_back(in.defined() && in.requires_grad() ? in.grad() : torch::Tensor());
+  }
+  p = Pending{};
+  return grad_input;
+}
+
+Activations Stage::infer(int64_t m, const Activations& input) {
+  torch::NoGradGuard no_grad;
+  return run_layers(m, to_device(input, torch_device_), /*recompute=*/false);
+}
+
+}  // namespace gpipe

@@ -1,0 +1,121 @@
+#include "gpipe/timeline.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+
+#include "gpipe/errors.h"
+
+namespace gpipe {
+
+Timeline::Timeline() : origin_(Clock::now()) {}
+
+void Timeline::record(int64_t stage, std::string name, int64_t step, int64_t microbatch,
+                      Clock::time_point start, Clock::time_point end) {
+  using us = std::chrono::duration<double, std::micro>;
+  TimelineEvent event{stage,
+                      std::move(name),
+                      step,
+                      microbatch,
+                      us(start - origin_).count(),
+                      us(end - start).count()};
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_.push_back(std::move(event));
+}
+
+void Timeline::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_.clear();
+}
+
+std::vector<TimelineEvent> Timeline::events() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return events_;
+}
+
+std::vector<TimelineEvent> Timeline::events(int64_t step) const {
+  std::vector<TimelineEvent> out;
+  for (auto& e : events()) {
+    if (e.step == step) out.push_back(std::move(e));
+  }
+  return out;
+}
+
+void Timeline::set_stage_names(std::vector<std::string> names) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stage_names_ = std::move(names);
+}
+
+nlohmann::json Timeline::chrome_trace() const {
+  auto all = events();
+  std::vector<std::string> names;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    names = stage_names_;
+  }
+  auto trace = nlohmann::json::array();
+  for (size_t s = 0; s < names.size(); ++s) {
+    trace.push_back({{"name", "thread_name"},
+                     {"ph", "M"},
+                     {"pid", 0},
+                     {"tid", s},
+                     {"args", {{"name", names[s]}}}});
+  }
+  for (const auto& e : all) {
+    trace.push_back({{"name", e.name},
+                     {"ph", "X"},
+                     {"ts", e.start_us},
+                     {"dur", e.duration_us},
+                     {"pid", 0},
+                     {"tid", e.stage},
+                     {"args", {{"step", e.step}, {"microbatch", e.microbatch}}}});
+  }
+  return {{"traceEvents", trace}, {"displayTimeUnit", "ms"}};
+}
+
+void Timeline::write_chrome_trace(const std::string& path) const {
+  write_json_file(path, chrome_trace(), -1);
+}
+
+std::vector<double> busy_us(const std::vector<TimelineEvent>& events, int64_t stages) {
+  std::vector<double> busy(stages, 0.0);
+  for (const auto& e : events) {
+    if (e.stage >= 0 && e.stage < stages) busy[e.stage] += e.duration_us;
+  }
+  return busy;
+}
+
+double span_us(const std::vector<TimelineEvent>& events) {
+  if (events.empty()) return 0;
+  double first = std::numeric_limits<double>::max(), last = 0;
+  for (const auto& e : events) {
+    first = std::min(first, e.start_us);
+    last = std::max(last, e.end_us());
+  }
+  return last - first;
+}
+
+double bubble_fraction(const std::vector<TimelineEvent>& events, int64_t stages) {
+  const double span = span_us(events);
+  if (span <= 0 || stages < 1) return 0;
+  double total = 0;
+  for (double b : busy_us(events, stages))
+    total += b;
+  return 1.0 - total / static_cast<double>(stages) / span;
+}
+
+void write_json_file(const std::string& path, const nlohmann::json& json, int indent) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    GPIPE_CHECK(out.good(), Error, "cannot write '", tmp, "': check that the folder exists");
+    out << json.dump(indent) << "\n";
+    out.flush();
+    GPIPE_CHECK(out.good(), Error, "writing '", tmp, "' failed (disk full?)");
+  }
+  GPIPE_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, Error, "cannot rename '", tmp, "' to '",
+              path, "'");
+}
+
+}  // namespace gpipe

@@ -1,0 +1,146 @@
+// Every bad input gets a typed exception whose message names the offending value.
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+namespace gpipe::testing {
+namespace {
+
+// Runs fn, expects exception type E whose message contains every one of `parts`.
+template <typename E, typename Fn>
+void expect_error(Fn&& fn, std::initializer_list<std::string> parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "no exception thrown";
+  } catch (const E& e) {
+    const std::string what = e.what();
+    for (const auto& part : parts) {
+      EXPECT_NE(what.find(part), std::string::npos) << "message lacks '" << part << "': " << what;
+    }
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type: " << e.what();
+  }
+}
+
+LayerList small() {
+  return seeded_mlp(models::MlpOptions(4, 8, 3, 2));
+}  // 4 layers
+
+TEST(BadConfig, BalanceThatDoesNotSumToTheLayerCount) {
+  expect_error<ConfigError>(
+      [] {
+        Pipeline(small(), PipelineOptions({2, 3}));
+      },
+      {"2,3", "sums to 5", "4 layers"});
+}
+
+TEST(BadConfig, BalanceWithAnEmptyStage) {
+  expect_error<ConfigError>(
+      [] {
+        Pipeline(small(), PipelineOptions({2, 0, 2}));
+      },
+      {"2,0,2", "stage 1", "at least one"});
+}
+
+TEST(BadConfig, EmptyBalance) {
+  expect_error<ConfigError>([] { Pipeline(small(), PipelineOptions(std::vector<int64_t>{})); },
+                            {"balance is empty"});
+}
+
+TEST(BadConfig, DeviceCountDiffersFromK) {
+  expect_error<ConfigError>(
+      [] {
+        Pipeline(small(), PipelineOptions({2, 2}).devices({"cpu:0", "cpu:1", "cpu:2"}));
+      },
+      {"K=2", "3 devices", "cpu:0,cpu:1,cpu:2"});
+}
+
+TEST(BadConfig, UnknownDevice) {
+  expect_error<ConfigError>([] { Pipeline(small(), PipelineOptions({4}).devices({"tpu:0"})); },
+                            {"tpu:0"});
+  expect_error<ConfigError>([] { DeviceSpec::parse("cpu:x"); }, {"cpu:x", "'x'"});
+}
+
+#ifndef GPIPE_WITH_CUDA
+TEST(BadConfig, CudaDeviceInACpuBuild) {
+  expect_error<ConfigError>([] { DeviceSpec::parse("cuda:0"); }, {"cuda:0", "CPU-only"});
+}
+#endif
+
+TEST(BadConfig, ChunksBelowOne) {
+  expect_error<ConfigError>(
+      [] {
+        Pipeline(small(), PipelineOptions({2, 2}).chunks(0));
+      },
+      {"got 0"});
+}
+
+TEST(BadInput, MoreMicroBatchesThanSamples) {
+  Pipeline pipe(small(), PipelineOptions({2, 2}).chunks(8));
+  expect_error<InputError>(
+      [&] {
+        pipe.forward_backward({torch::randn({5, 4})}, torch::randint(0, 2, {5}));
+      },
+      {"5 samples", "8 micro-batches"});
+}
+
+TEST(BadInput, EmptyBatch) {
+  Pipeline pipe(small(), PipelineOptions({2, 2}).chunks(2));
+  expect_error<InputError>(
+      [&] {
+        pipe.forward_backward({torch::randn({0, 4})}, torch::randint(0, 2, {0}));
+      },
+      {"empty", "0 samples"});
+}
+
+TEST(BadInput, InputAndTargetBatchSizesDiffer) {
+  Pipeline pipe(small(), PipelineOptions({2, 2}).chunks(2));
+  expect_error<InputError>(
+      [&] {
+        pipe.forward_backward({torch::randn({6, 4})}, torch::randint(0, 2, {5}));
+      },
+      {"input batch size 6", "target batch size 5"});
+}
+
+TEST(BadInput, TrainStepWithoutOptimizer) {
+  Pipeline pipe(small(), PipelineOptions({2, 2}));
+  expect_error<ConfigError>(
+      [&] {
+        pipe.train_step(torch::randn({4, 4}), torch::zeros({4}, torch::kLong));
+      },
+      {"set_optimizer"});
+}
+
+TEST(BadInput, NonFiniteLossIsRefusedAndParametersStayUntouched) {
+  Pipeline pipe(small(), PipelineOptions({2, 2}).chunks(2));
+  pipe.set_optimizer([](std::vector<torch::Tensor> params) {
+    return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(0.1));
+  });
+  std::vector<torch::Tensor> before;
+  for (auto& p : pipe.parameters())
+    before.push_back(p.detach().clone());
+  auto x = torch::randn({4, 4});
+  x[1][2] = std::numeric_limits<float>::quiet_NaN();
+  try {
+    pipe.train_step(x, torch::zeros({4}, torch::kLong));
+    FAIL() << "expected NonFiniteLossError";
+  } catch (const NonFiniteLossError& e) {
+    EXPECT_TRUE(std::isnan(e.loss()));
+    EXPECT_NE(std::string(e.what()).find("nan"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("step 0"), std::string::npos) << e.what();
+  }
+  const auto after = pipe.parameters();
+  for (size_t i = 0; i < before.size(); ++i) {
+    EXPECT_TRUE(torch::equal(after[i], before[i]));
+    EXPECT_TRUE(!after[i].grad().defined() || after[i].grad().eq(0).all().item<bool>());
+  }
+  EXPECT_EQ(pipe.step(), 0);
+}
+
+TEST(BadConfig, NamesOfModesAndSchedules) {
+  expect_error<ConfigError>([] { parse_checkpoint("sometimes"); }, {"sometimes", "except_last"});
+  expect_error<ConfigError>([] { parse_schedule_kind("interleaved"); }, {"interleaved", "1f1b"});
+}
+
+}  // namespace
+}  // namespace gpipe::testing

@@ -1,0 +1,66 @@
+// Shared helpers of the engine tests: a small MLP built twice with the same initial weights,
+// and the plain (no pipeline) full-batch reference of a training step.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <map>
+#include <string>
+
+#include "gpipe/gpipe.h"
+#include "gpipe/models/mlp.h"
+
+namespace gpipe {
+// Readable test parameters in gtest's output.
+inline void PrintTo(Checkpoint mode, std::ostream* os) { *os << to_string(mode); }
+inline void PrintTo(ScheduleKind kind, std::ostream* os) { *os << to_string(kind); }
+}  // namespace gpipe
+
+namespace gpipe::testing {
+
+inline LayerList seeded_mlp(const models::MlpOptions& options, uint64_t init_seed = 7) {
+  torch::manual_seed(init_seed);
+  return models::make_mlp(options);
+}
+
+// An even balance of n layers over k stages.
+inline std::vector<int64_t> even_balance(int64_t n, int64_t k) {
+  std::vector<int64_t> balance(k, n / k);
+  for (int64_t i = 0; i < n % k; ++i)
+    ++balance[i];
+  return balance;
+}
+
+struct Reference {
+  double loss = 0;
+  std::map<std::string, torch::Tensor> grads;  // by "<layer>.<name>"
+};
+
+// Loss and gradients of the plain model: layers applied in sequence to the whole batch.
+inline Reference plain_step(const LayerList& layers, const torch::Tensor& input,
+                            const torch::Tensor& target) {
+  Activations x{input};
+  for (const auto& layer : layers)
+    x = layer->forward(x);
+  auto loss = torch::nn::functional::cross_entropy(x[0], target);
+  loss.backward();
+  Reference ref;
+  ref.loss = loss.item<double>();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    for (const auto& item : layers[i]->named_parameters()) {
+      ref.grads[std::to_string(i) + "." + item.key()] = item.value().grad().clone();
+    }
+  }
+  return ref;
+}
+
+inline void expect_close(const torch::Tensor& actual, const torch::Tensor& expected, double rtol,
+                         double atol, const std::string& what) {
+  ASSERT_TRUE(actual.defined()) << what << " is undefined";
+  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
+  const bool close = torch::allclose(actual, expected, rtol, atol);
+  EXPECT_TRUE(close) << what << ": max abs diff " << (actual - expected).abs().max().item<double>();
+}
+
+}  // namespace gpipe::testing
