@@ -14,6 +14,7 @@
 #include "gpipe/microbatch.h"
 #include "gpipe/partition.h"
 #include "gpipe/pipeline.h"
+#include "gpipe/profile.h"
 #include "gpipe/schedule.h"
 #include "gpipe/stage.h"
 #include "gpipe/timeline.h"

@@ -1,0 +1,48 @@
+// Per-layer profiling: forward and backward time, activation and parameter memory.
+//
+// Why this file exists: balancing a pipeline by time or by memory needs each layer's cost as
+// measured on the device it will run on. profile_layers runs every layer, in order, on one
+// sample micro-batch, on a worker thread bound to that device (so the memory meter charges it),
+// with warm-up runs first and the median of the timed runs reported.
+#pragma once
+
+#include <vector>
+
+#include "gpipe/device.h"
+#include "gpipe/layer.h"
+#include "gpipe/partition.h"
+
+namespace gpipe {
+
+struct LayerProfile {
+  double forward_ms = 0;
+  double backward_ms = 0;
+  int64_t parameter_bytes = 0;
+  // Bytes the layer's forward keeps alive for its backward (its output and saved tensors).
+  int64_t activation_bytes = 0;
+};
+
+struct ProfileOptions {
+  TORCH_ARG(int, warmup) = 1;
+  TORCH_ARG(int, iterations) = 3;
+  TORCH_ARG(int, threads) = 1;  // intra-op threads while profiling
+};
+
+// Profiles `layers` in training mode on `sample` (one micro-batch) on `device`.
+std::vector<LayerProfile> profile_layers(const LayerList& layers, const Activations& sample,
+                                         const DeviceSpec& device,
+                                         const ProfileOptions& options = {});
+
+// Cost per layer for the partitioner: parameter count (no run needed), forward+backward
+// milliseconds, or memory bytes (parameters and their gradients plus the activations one
+// micro-batch keeps). `sample` is needed for time and memory.
+std::vector<double> layer_costs(const LayerList& layers, BalanceBy by,
+                                const Activations& sample = {}, const DeviceSpec& device = {},
+                                const ProfileOptions& options = {});
+
+// layer_costs, then the exact min-max partition into `stages`.
+std::vector<int64_t> auto_balance(const LayerList& layers, int64_t stages, BalanceBy by,
+                                  const Activations& sample = {}, const DeviceSpec& device = {},
+                                  const ProfileOptions& options = {});
+
+}  // namespace gpipe

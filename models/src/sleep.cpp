@@ -1,0 +1,76 @@
+#include "gpipe/models/sleep.h"
+
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <chrono>
+#include <thread>
+
+#include "gpipe/errors.h"
+
+namespace gpipe::models {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+void sleep_ms(double ms) {
+  std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+}
+
+// y = x * scale, sleeping in forward and backward.
+class SleepFunction : public torch::autograd::Function<SleepFunction> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& scale, double forward_ms, double backward_ms) {
+    sleep_ms(forward_ms);
+    ctx->save_for_backward({x, scale});
+    ctx->saved_data["backward_ms"] = backward_ms;
+    return x * scale;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    sleep_ms(ctx->saved_data["backward_ms"].toDouble());
+    const auto saved = ctx->get_saved_variables();
+    const auto& g = grad_outputs[0];
+    return {g * saved[1], (g * saved[0]).sum().reshape({1}), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+class SleepLayer : public Layer {
+ public:
+  SleepLayer(std::string name, double forward_ms, double backward_ms)
+      : Layer(std::move(name)), forward_ms_(forward_ms), backward_ms_(backward_ms) {
+    scale_ = register_parameter("scale", torch::ones({1}));
+  }
+  Activations forward(const Activations& inputs) override {
+    const auto& x = inputs.at(0);
+    if (!torch::GradMode::is_enabled()) {
+      sleep_ms(forward_ms_);
+      return {x * scale_};
+    }
+    return {SleepFunction::apply(x, scale_, forward_ms_, backward_ms_)};
+  }
+
+ private:
+  double forward_ms_;
+  double backward_ms_;
+  torch::Tensor scale_;
+};
+
+}  // namespace
+
+LayerList make_sleep_model(const SleepOptions& options) {
+  GPIPE_CHECK(options.layers() >= 1, ConfigError, "the sleep model needs at least one layer, got ",
+              options.layers());
+  GPIPE_CHECK(options.forward_ms() >= 0 && options.backward_factor() >= 0, ConfigError,
+              "sleep times must be >= 0, got forward ", options.forward_ms(), " ms and factor ",
+              options.backward_factor());
+  LayerList layers;
+  for (int64_t i = 0; i < options.layers(); ++i) {
+    layers.push_back(
+        std::make_shared<SleepLayer>("sleep_" + std::to_string(i), options.forward_ms(),
+                                     options.forward_ms() * options.backward_factor()));
+  }
+  return layers;
+}
+
+}  // namespace gpipe::models

@@ -1,0 +1,25 @@
+#include <gtest/gtest.h>
+
+#include "gpipe/errors.h"
+#include "gpipe/models/mlp.h"
+
+namespace gpipe::models {
+namespace {
+
+TEST(Mlp, LayersShapesAndParameters) {
+  const auto layers = make_mlp(MlpOptions(10, 32, 3, 4));
+  ASSERT_EQ(layers.size(), 4u);
+  EXPECT_EQ(count_parameters(layers), (10 * 32 + 32) + 2 * (32 * 32 + 32) + (32 * 4 + 4));
+  Activations x{torch::randn({5, 10})};
+  for (const auto& layer : layers)
+    x = layer->forward(x);
+  EXPECT_EQ(x[0].sizes(), (std::vector<int64_t>{5, 4}));
+}
+
+TEST(Mlp, BadSizes) {
+  EXPECT_THROW(make_mlp(MlpOptions(0, 4, 1, 2)), ConfigError);
+  EXPECT_THROW(make_mlp(MlpOptions(3, 4, -1, 2)), ConfigError);
+}
+
+}  // namespace
+}  // namespace gpipe::models
