@@ -59,6 +59,7 @@ std::vector<LayerProfile> profile_layers(const LayerList& layers, const Activati
       std::vector<double> forward, backward;
       Activations output;
       for (int run = 0; run < options.warmup() + options.iterations(); ++run) {
+        output.clear();  // the previous run's output must not be counted against this one
         const auto input = detach_for_stage(x, torch_device, /*requires_grad=*/i > 0);
         const int64_t before = memory::stats(device).current_bytes;
         LayerContext context;

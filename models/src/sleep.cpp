@@ -2,6 +2,8 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <sys/prctl.h>
+
 #include <chrono>
 #include <thread>
 
@@ -13,8 +15,15 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-void sleep_ms(double ms) {
-  std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+// Sleeps until `ms` after `start`. The thread's timer slack is cut to 1 us first: the default
+// 50 us slack plus wake-up latency would otherwise add ~5% to a 4 ms layer.
+void sleep_ms(double ms,
+              std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now()) {
+  thread_local bool tuned = [] { return prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0) == 0; }();
+  (void)tuned;
+  std::this_thread::sleep_until(start +
+                                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                    std::chrono::duration<double, std::milli>(ms)));
 }
 
 // y = x * scale, sleeping in forward and backward.

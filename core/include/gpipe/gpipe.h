@@ -16,6 +16,7 @@
 #include "gpipe/pipeline.h"
 #include "gpipe/profile.h"
 #include "gpipe/schedule.h"
+#include "gpipe/simulator.h"
 #include "gpipe/stage.h"
 #include "gpipe/timeline.h"
 #include "gpipe/transport.h"

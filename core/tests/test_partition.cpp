@@ -1,0 +1,89 @@
+// The partitioner is exact: it matches brute force on random instances.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "test_util.h"
+
+namespace gpipe::testing {
+namespace {
+
+// Smallest possible largest stage over every composition of n layers into k stages.
+double brute_force(const std::vector<double>& costs, size_t start, int64_t k) {
+  const auto n = static_cast<int64_t>(costs.size() - start);
+  if (k == 1) {
+    double sum = 0;
+    for (size_t i = start; i < costs.size(); ++i)
+      sum += costs[i];
+    return sum;
+  }
+  double best = std::numeric_limits<double>::infinity();
+  double first = 0;
+  for (int64_t take = 1; take <= n - (k - 1); ++take) {
+    first += costs[start + take - 1];
+    best = std::min(best, std::max(first, brute_force(costs, start + take, k - 1)));
+  }
+  return best;
+}
+
+TEST(Partition, MatchesBruteForceOnRandomInstances) {
+  std::mt19937 rng(1234);
+  std::uniform_real_distribution<double> cost(0.0, 10.0);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int64_t n = 1 + trial % 11;
+    const int64_t k = 1 + (trial / 11) % n;
+    std::vector<double> costs(n);
+    for (auto& c : costs)
+      c = trial % 5 == 0 ? std::floor(cost(rng)) : cost(rng);  // with ties
+    const auto balance = balance_by_cost(costs, k);
+    ASSERT_EQ(static_cast<int64_t>(balance.size()), k);
+    EXPECT_EQ(std::accumulate(balance.begin(), balance.end(), int64_t{0}), n);
+    for (int64_t b : balance)
+      EXPECT_GE(b, 1);
+    EXPECT_NEAR(max_stage_cost(costs, balance), brute_force(costs, 0, k), 1e-9)
+        << "trial " << trial << " n=" << n << " k=" << k;
+  }
+}
+
+TEST(Partition, KeepsTheSmallClassifierWithTheLastStage) {
+  // Eight equal layers and a light head: 4 | 4 + head, not 5 | 3 + head.
+  std::vector<double> costs(8, 4.2e6);
+  costs.push_back(2e4);
+  EXPECT_EQ(balance_by_cost(costs, 2), (std::vector<int64_t>{4, 5}));
+}
+
+TEST(Partition, Errors) {
+  EXPECT_THROW(balance_by_cost({1, 2}, 3), ConfigError);
+  EXPECT_THROW(balance_by_cost({1, 2}, 0), ConfigError);
+  EXPECT_THROW(balance_by_cost({1, -2}, 1), ConfigError);
+  EXPECT_THROW(balance_by_cost({1, std::nan("")}, 1), ConfigError);
+  EXPECT_THROW(parse_balance_by("flops"), ConfigError);
+}
+
+TEST(Profile, CostsFollowTheLayerSizes) {
+  torch::manual_seed(0);
+  LayerList layers{make_layer("small", torch::nn::Linear(64, 64)),
+                   make_layer("big", torch::nn::Linear(64, 1024)),
+                   make_layer("head", torch::nn::Linear(1024, 4))};
+  const Activations sample{torch::randn({256, 64})};
+  const auto profiles = profile_layers(layers, sample, DeviceSpec{torch::kCPU, 30},
+                                       ProfileOptions().warmup(1).iterations(3));
+  ASSERT_EQ(profiles.size(), 3u);
+  EXPECT_EQ(profiles[1].parameter_bytes, (64 * 1024 + 1024) * 4);
+  // The big layer's output (256 x 1024 floats) is kept for backward.
+  EXPECT_GE(profiles[1].activation_bytes, 256 * 1024 * 4);
+  EXPECT_GT(profiles[1].forward_ms + profiles[1].backward_ms,
+            profiles[0].forward_ms + profiles[0].backward_ms);
+  for (const auto& layer : layers) {
+    for (const auto& p : layer->parameters())
+      EXPECT_FALSE(p.grad().defined());
+  }
+  const auto params = layer_costs(layers, BalanceBy::kParams);
+  EXPECT_EQ(params[0], 64 * 64 + 64);
+  EXPECT_EQ(auto_balance(layers, 2, BalanceBy::kParams), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(auto_balance(layers, 3, BalanceBy::kTime, sample).size(), 3u);
+  EXPECT_EQ(auto_balance(layers, 2, BalanceBy::kMemory, sample).size(), 2u);
+}
+
+}  // namespace
+}  // namespace gpipe::testing

@@ -1,0 +1,89 @@
+// The simulator: exact bubbles for uniform costs, the 1F1B memory bound, recompute and links.
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+namespace gpipe::testing {
+namespace {
+
+SimulationCosts uniform(int64_t K, double f = 1, double b = 2) {
+  SimulationCosts costs;
+  costs.forward.assign(K, f);
+  costs.backward.assign(K, b);
+  return costs;
+}
+
+TEST(Simulator, GPipeBubbleIsExactlyKMinus1OverMPlusKMinus1) {
+  for (int64_t K : {1, 2, 4, 8}) {
+    for (int64_t M : {1, 4, 8, 32}) {
+      const auto r = simulate(make_schedule(ScheduleKind::kGPipe, K, M), uniform(K));
+      EXPECT_DOUBLE_EQ(r.step_time, 3.0 * (M + K - 1)) << K << " " << M;
+      EXPECT_NEAR(r.bubble_fraction, double(K - 1) / (M + K - 1), 1e-12) << K << " " << M;
+    }
+  }
+}
+
+TEST(Simulator, OneFOneBHasTheSameBubbleAndHoldsAtMostK) {
+  const auto gpipe = simulate(make_schedule(ScheduleKind::kGPipe, 4, 8), uniform(4));
+  const auto ofob = simulate(make_schedule(ScheduleKind::k1F1B, 4, 8), uniform(4));
+  EXPECT_NEAR(gpipe.bubble_fraction, 3.0 / 11, 1e-12);
+  EXPECT_NEAR(ofob.bubble_fraction, 3.0 / 11, 1e-12);
+  EXPECT_EQ(gpipe.peak_inflight_per_stage[0], 8);
+  EXPECT_EQ(ofob.peak_inflight_per_stage[0], 4);
+}
+
+TEST(Simulator, MatchesTheDrawnTimelines) {
+  // schedule.h draws K=3, M=4 with unit forward and backward: both end at clock 12.
+  for (auto kind : {ScheduleKind::kGPipe, ScheduleKind::k1F1B}) {
+    const auto r = simulate(make_schedule(kind, 3, 4), uniform(3, 1, 1));
+    EXPECT_DOUBLE_EQ(r.step_time, 12) << to_string(kind);
+  }
+  const auto r = simulate(make_schedule(ScheduleKind::k1F1B, 3, 4), uniform(3, 1, 1));
+  for (const auto& e : r.events) {
+    if (e.stage == 0 && e.name == "B0") {
+      EXPECT_DOUBLE_EQ(e.start_us, 5);
+    }
+    if (e.stage == 1 && e.name == "F3") {
+      EXPECT_DOUBLE_EQ(e.start_us, 7);
+    }
+  }
+}
+
+TEST(Simulator, RecomputeAddsForwardTimeBeforeEachCheckpointedBackward) {
+  const auto never = simulate(make_schedule(ScheduleKind::kGPipe, 1, 4), uniform(1));
+  const auto always =
+      simulate(make_schedule(ScheduleKind::kGPipe, 1, 4), uniform(1), Checkpoint::kAlways);
+  const auto except_last =
+      simulate(make_schedule(ScheduleKind::kGPipe, 1, 4), uniform(1), Checkpoint::kExceptLast);
+  EXPECT_DOUBLE_EQ(never.step_time, 12);
+  EXPECT_DOUBLE_EQ(always.step_time, 16);
+  EXPECT_DOUBLE_EQ(except_last.step_time, 15);
+}
+
+TEST(Simulator, LinkTimeDelaysTheNextStage) {
+  auto costs = uniform(2);
+  costs.link.latency_s = 0.5;
+  costs.link.bandwidth_bytes_s = 100;
+  costs.link.boundary_bytes = {50};  // 0.5 + 0.5 per message
+  const auto r = simulate(make_schedule(ScheduleKind::kGPipe, 2, 1), costs);
+  // F on s0 [0,1], copy [1,2], F on s1 [2,3], B on s1 [3,5], copy [5,6], B on s0 [6,8].
+  EXPECT_DOUBLE_EQ(r.step_time, 8);
+  EXPECT_DOUBLE_EQ(LinkModel{}.transfer_s(0), 0);
+}
+
+TEST(Simulator, RejectsCostsThatDoNotFit) {
+  const auto schedule = make_schedule(ScheduleKind::kGPipe, 3, 2);
+  auto costs = uniform(2);
+  EXPECT_THROW(simulate(schedule, costs), ConfigError);
+  costs = uniform(3);
+  costs.forward[1] = -1;
+  EXPECT_THROW(simulate(schedule, costs), ConfigError);
+  costs = uniform(3);
+  costs.link.boundary_bytes = {1, 2, 3};
+  EXPECT_THROW(simulate(schedule, costs), ConfigError);
+  EXPECT_THROW(sum_by_stage({1, 2, 3}, {1, 1}), ConfigError);
+  EXPECT_EQ(sum_by_stage({1, 2, 3}, {1, 2}), (std::vector<double>{1, 5}));
+}
+
+}  // namespace
+}  // namespace gpipe::testing

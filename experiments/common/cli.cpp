@@ -1,0 +1,92 @@
+#include "cli.h"
+
+#include <c10/util/Exception.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <sstream>
+
+#include "gpipe/errors.h"
+
+namespace gpipe::cli {
+namespace {
+
+template <typename T, typename Convert>
+std::vector<T> parse_list(const std::string& text, const std::string& flag, Convert convert) {
+  std::vector<T> values;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    if (item.empty()) continue;
+    size_t used = 0;
+    T value{};
+    try {
+      value = convert(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    GPIPE_CHECK(used == item.size(), ConfigError, flag, ": '", item, "' in '", text,
+                "' is not a number");
+    values.push_back(value);
+  }
+  GPIPE_CHECK(!values.empty(), ConfigError, flag, ": no values in '", text, "'");
+  return values;
+}
+
+}  // namespace
+
+std::vector<double> parse_doubles(const std::string& text, const std::string& flag) {
+  return parse_list<double>(text, flag,
+                            [](const std::string& s, size_t* used) { return std::stod(s, used); });
+}
+
+std::vector<int64_t> parse_ints(const std::string& text, const std::string& flag) {
+  return parse_list<int64_t>(
+      text, flag, [](const std::string& s, size_t* used) { return std::stoll(s, used); });
+}
+
+std::vector<std::string> parse_strings(const std::string& text) {
+  std::vector<std::string> values;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    if (!item.empty()) values.push_back(item);
+  }
+  return values;
+}
+
+void setup_logging(const std::string& level) {
+  auto logger = spdlog::stderr_color_mt("gpipe");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+  spdlog::set_level(spdlog::level::from_str(level));
+}
+
+int run_main(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    app.exit(e);  // prints the message and a hint to --help
+    return kExitBadInput;
+  }
+  if (!spdlog::get("gpipe")) setup_logging();
+  try {
+    return body();
+  } catch (const ConfigError& e) {
+    spdlog::error("{}", e.what());
+  } catch (const InputError& e) {
+    spdlog::error("{}", e.what());
+  } catch (const CLI::Error& e) {
+    spdlog::error("{}", e.what());
+  } catch (const c10::Error& e) {
+    spdlog::error("{}", e.what_without_backtrace());
+    return kExitFailure;
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return kExitFailure;
+  }
+  return kExitBadInput;
+}
+
+}  // namespace gpipe::cli

@@ -1,0 +1,32 @@
+// What every driver's command line shares: list parsing, logging set-up, exit codes.
+//
+// Why this file exists: every program in build/bin must treat bad input the same way — a clear
+// message on stderr and exit code 2, never a crash or a stack trace — and `--help` must work
+// the same everywhere. run_main() wraps a driver's body to give exactly that: 0 on success,
+// 2 for bad flags, configurations or data, 1 for failures while running.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace gpipe::cli {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitBadInput = 2;
+
+// "1,2.5,3" -> {1, 2.5, 3}. Throws ConfigError naming `flag` and the bad item.
+std::vector<double> parse_doubles(const std::string& text, const std::string& flag);
+std::vector<int64_t> parse_ints(const std::string& text, const std::string& flag);
+std::vector<std::string> parse_strings(const std::string& text);
+
+// Logs to stderr with a short pattern; "debug" | "info" | "warn" | "error".
+void setup_logging(const std::string& level = "info");
+
+// Parses the command line, then runs `body`; maps exceptions to messages and exit codes.
+int run_main(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
+
+}  // namespace gpipe::cli

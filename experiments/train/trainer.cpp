@@ -1,0 +1,128 @@
+#include "train/trainer.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <spdlog/spdlog.h>
+
+#include "common/cli.h"
+#include "gpipe/errors.h"
+#include "gpipe/models/mlp.h"
+#include "gpipe/models/sleep.h"
+#include "gpipe/profile.h"
+
+namespace gpipe::train {
+namespace {
+
+LayerList build_layers(const TrainOptions& o) {
+  torch::manual_seed(static_cast<uint64_t>(o.seed));
+  if (o.model == "mlp") {
+    return models::make_mlp(
+        models::MlpOptions(o.in_features, o.width, o.layers, o.classes).dropout(o.dropout));
+  }
+  if (o.model == "sleep")
+    return models::make_sleep_model(models::SleepOptions(o.layers, o.layer_ms));
+  throw ConfigError(c10::str("unknown model '", o.model, "': expected mlp or sleep"));
+}
+
+}  // namespace
+
+nlohmann::json TrainResult::to_json() const {
+  return {{"losses", losses},
+          {"step_seconds", step_seconds},
+          {"throughput_samples_per_s", throughput_samples_per_s},
+          {"bubble_fraction", bubble_fraction},
+          {"peak_memory_bytes_per_device", peak_memory_bytes_per_device},
+          {"peak_activation_bytes_per_device", peak_activation_bytes_per_device},
+          {"balance", balance},
+          {"parameters", parameters}};
+}
+
+Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
+  const auto& o = options_;
+  GPIPE_CHECK(o.batch_size >= 1, ConfigError, "--batch-size must be >= 1, got ", o.batch_size);
+  GPIPE_CHECK(o.steps >= 1, ConfigError, "--steps must be >= 1, got ", o.steps);
+  GPIPE_CHECK(o.layers >= 1, ConfigError, "--layers must be >= 1, got ", o.layers);
+  GPIPE_CHECK(o.chunks >= 1 && o.chunks <= o.batch_size, ConfigError, "--chunks ", o.chunks,
+              " must be between 1 and --batch-size ", o.batch_size);
+  if (o.model == "sleep") options_.classes = o.in_features;  // sleep layers keep the width
+  layers_ = build_layers(options_);
+
+  if (!o.balance.empty()) {
+    balance_ = cli::parse_ints(o.balance, "--balance");
+    GPIPE_CHECK(o.partitions == 0 || o.partitions == static_cast<int64_t>(balance_.size()),
+                ConfigError, "--balance ", o.balance, " has ", balance_.size(),
+                " stages but --partitions is ", o.partitions);
+  } else {
+    const int64_t K = o.partitions > 0 ? o.partitions : 1;
+    GPIPE_CHECK(K <= static_cast<int64_t>(layers_.size()), ConfigError, "--partitions ", K,
+                " is larger than the model's ", layers_.size(), " layers");
+    const auto by = parse_balance_by(o.balance_by);
+    const auto sample =
+        synthetic_batch(0).first.narrow(0, 0, (o.batch_size + o.chunks - 1) / o.chunks);
+    balance_ = K == 1 ? std::vector<int64_t>{static_cast<int64_t>(layers_.size())}
+                      : auto_balance(layers_, K, by, {sample});
+  }
+  PipelineOptions pipe_options(balance_);
+  pipe_options.chunks(o.chunks)
+      .checkpoint(parse_checkpoint(o.checkpoint))
+      .schedule(parse_schedule_kind(o.schedule))
+      .seed(o.seed)
+      .threads_per_device(o.threads_per_device);
+  if (!o.devices.empty()) pipe_options.devices(cli::parse_strings(o.devices));
+  pipeline_ = std::make_unique<Pipeline>(layers_, pipe_options);
+  const double lr = o.lr, momentum = o.momentum;
+  pipeline_->set_optimizer([lr, momentum](std::vector<torch::Tensor> params) {
+    return std::make_unique<torch::optim::SGD>(params,
+                                               torch::optim::SGDOptions(lr).momentum(momentum));
+  });
+}
+
+std::pair<torch::Tensor, torch::Tensor> Trainer::synthetic_batch(int64_t step) {
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(
+      mix_seed(options_.seed, step, /*microbatch=*/-1, /*layer=*/-1));
+  if (!teacher_.defined()) {
+    auto teacher_gen =
+        at::make_generator<at::CPUGeneratorImpl>(mix_seed(options_.seed, -1, -1, -1));
+    teacher_ = torch::randn({options_.in_features, options_.classes}, teacher_gen);
+  }
+  auto x = torch::randn({options_.batch_size, options_.in_features}, generator);
+  auto y = torch::matmul(x, teacher_).argmax(1);
+  return {x, y};
+}
+
+TrainResult Trainer::run() {
+  const auto& o = options_;
+  TrainResult result;
+  result.balance = balance_;
+  result.parameters = count_parameters(layers_);
+  spdlog::info("model {} ({} layers, {} parameters), balance {}, M={}, checkpoint {}, schedule {}",
+               o.model, layers_.size(), result.parameters, c10::Join(",", balance_), o.chunks,
+               o.checkpoint, o.schedule);
+  double timed_seconds = 0;
+  int64_t timed_samples = 0;
+  for (int64_t step = 0; step < o.steps; ++step) {
+    auto [x, y] = synthetic_batch(step);
+    const auto start = std::chrono::steady_clock::now();
+    const double loss = pipeline_->train_step(x, y);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    result.losses.push_back(loss);
+    result.step_seconds.push_back(seconds);
+    if (step > 0 || o.steps == 1) {  // the first step allocates gradients and optimizer state
+      timed_seconds += seconds;
+      timed_samples += o.batch_size;
+    }
+    if ((step + 1) % std::max<int64_t>(o.log_every, 1) == 0 || step + 1 == o.steps) {
+      spdlog::info("step {}/{}  loss {:.4f}  {:.1f} samples/s  bubble {:.3f}", step + 1, o.steps,
+                   loss, o.batch_size / seconds, pipeline_->last_step().bubble_fraction);
+    }
+  }
+  const auto& last = pipeline_->last_step();
+  result.throughput_samples_per_s = timed_samples / std::max(timed_seconds, 1e-12);
+  result.bubble_fraction = last.bubble_fraction;
+  result.peak_memory_bytes_per_device = last.peak_bytes;
+  result.peak_activation_bytes_per_device = last.peak_activation_bytes;
+  if (!o.trace.empty()) pipeline_->timeline().write_chrome_trace(o.trace);
+  return result;
+}
+
+}  // namespace gpipe::train

@@ -1,0 +1,50 @@
+// The trainer: a model, a pipeline, data and an optimizer, run for a number of steps.
+//
+// Why this file exists: it is the one training loop behind gpipe_train and the table drivers,
+// so every figure they print comes from the same code path. It builds the model's layers,
+// resolves the balance (given, or the exact partition by parameters, profiled time or memory),
+// builds the Pipeline, and reports per-step losses, throughput, the measured bubble and the
+// memory meter's peaks.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <vector>
+
+#include "gpipe/pipeline.h"
+#include "train/train_options.h"
+
+namespace gpipe::train {
+
+struct TrainResult {
+  std::vector<double> losses;
+  std::vector<double> step_seconds;
+  double throughput_samples_per_s = 0;
+  double bubble_fraction = 0;
+  std::vector<int64_t> peak_memory_bytes_per_device;
+  std::vector<int64_t> peak_activation_bytes_per_device;
+  std::vector<int64_t> balance;
+  int64_t parameters = 0;
+
+  nlohmann::json to_json() const;
+};
+
+class Trainer {
+ public:
+  explicit Trainer(TrainOptions options);
+  TrainResult run();
+
+  Pipeline& pipeline() { return *pipeline_; }
+
+ private:
+  // One synthetic mini-batch for `step`: a pure function of (seed, step).
+  std::pair<torch::Tensor, torch::Tensor> synthetic_batch(int64_t step);
+
+  TrainOptions options_;
+  LayerList layers_;
+  std::vector<int64_t> balance_;
+  std::unique_ptr<Pipeline> pipeline_;
+  torch::Tensor teacher_;  // labels = argmax(x @ teacher): a task the MLP can learn
+};
+
+}  // namespace gpipe::train
