@@ -15,9 +15,9 @@ int main(int argc, char** argv) {
   return gpipe::cli::run_main(app, argc, argv, [&] {
     gpipe::train::Trainer trainer(options);
     const auto result = trainer.run();
-    spdlog::info("throughput {:.1f} samples/s, bubble {:.3f} (last step)",
+    if (trainer.reports()) spdlog::info("throughput {:.1f} samples/s, bubble {:.3f} (last step)",
                  result.throughput_samples_per_s, result.bubble_fraction);
-    if (!options.json.empty()) {
+    if (!options.json.empty() && trainer.reports()) {
       auto json = result.to_json();
       json["model"] = options.model;
       json["chunks"] = options.chunks;

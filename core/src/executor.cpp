@@ -33,6 +33,7 @@ void run_stage_actions(Stage& stage, const std::vector<Action>& actions, int64_t
                        std::vector<Activations>* outputs) {
   const int64_t s = stage.index();
   stage.begin_step(data.step, microbatches, data.seed);
+  transport.begin_stage(s, stage.num_stages(), actions, data.step, data.training);
   for (const auto& action : actions) {
     const int64_t m = action.microbatch;
     if (action.kind == ActionKind::kForward) {
@@ -74,6 +75,7 @@ void run_stage_actions(Stage& stage, const std::vector<Action>& actions, int64_t
       }
     }
   }
+  transport.end_stage(s);
 }
 
 }  // namespace gpipe

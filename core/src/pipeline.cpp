@@ -43,17 +43,44 @@ std::string describe_exception(const std::exception_ptr& error) {
 
 Pipeline::Pipeline(LayerList layers, PipelineOptions options, LossFn loss)
     : layers_(std::move(layers)), options_(std::move(options)), loss_(std::move(loss)) {
-  const auto offsets = stage_offsets(options_.balance(), static_cast<int64_t>(layers_.size()));
-  const auto K = static_cast<int64_t>(options_.balance().size());
+  offsets_ = stage_offsets(options_.balance(), static_cast<int64_t>(layers_.size()));
+  transport_ = std::make_unique<LocalTransport>();
+  build(0, num_stages());
+}
+
+Pipeline::Pipeline(LayerList layers, PipelineOptions options, int64_t local_stage,
+                   std::unique_ptr<Transport> transport, StepCollectives* collectives, LossFn loss)
+    : layers_(std::move(layers)),
+      options_(std::move(options)),
+      loss_(std::move(loss)),
+      first_local_stage_(local_stage),
+      transport_(std::move(transport)),
+      collectives_(collectives) {
+  const auto& balance = options_.balance();
+  GPIPE_CHECK(local_stage >= 0 && local_stage < static_cast<int64_t>(balance.size()), ConfigError,
+              "local stage ", local_stage, " is outside balance ", c10::Join(",", balance));
+  int64_t total = 0;
+  for (int64_t b : balance) total += b;
+  offsets_ = stage_offsets(balance, total);
+  GPIPE_CHECK(static_cast<int64_t>(layers_.size()) == balance[local_stage], ConfigError,
+              "stage ", local_stage, " of balance ", c10::Join(",", balance), " has ",
+              balance[local_stage], " layers but ", layers_.size(), " were given");
+  GPIPE_CHECK(transport_ != nullptr, ConfigError, "a distributed pipeline needs a transport");
+  build(local_stage, 1);
+}
+
+void Pipeline::build(int64_t first_stage, int64_t count) {
+  const int64_t K = num_stages();
+  std::vector<DeviceSpec> all;
   if (options_.devices().empty()) {
-    devices_ = default_cpu_devices(K);
+    all = default_cpu_devices(K);
   } else {
-    for (const auto& d : options_.devices())
-      devices_.push_back(DeviceSpec::parse(d));
+    for (const auto& d : options_.devices()) all.push_back(DeviceSpec::parse(d));
   }
-  GPIPE_CHECK(static_cast<int64_t>(devices_.size()) == K, ConfigError, "balance ",
-              c10::Join(",", options_.balance()), " has K=", K, " stages but ", devices_.size(),
-              " devices were given (", c10::Join(",", options_.devices()),
+  const bool one_device_for_local_stage = count == 1 && K > 1 && all.size() == 1;
+  GPIPE_CHECK(static_cast<int64_t>(all.size()) == K || one_device_for_local_stage, ConfigError,
+              "balance ", c10::Join(",", options_.balance()), " has K=", K, " stages but ",
+              all.size(), " devices were given (", c10::Join(",", options_.devices()),
               "); give exactly one device per stage");
   GPIPE_CHECK(options_.chunks() >= 1, ConfigError,
               "chunks (M, micro-batches per mini-batch) must be >= 1, got ", options_.chunks());
@@ -68,15 +95,19 @@ Pipeline::Pipeline(LayerList layers, PipelineOptions options, LossFn loss)
 
   memory::install();
   const int threads = options_.threads_per_device() > 0 ? options_.threads_per_device()
-                      : K > 1                           ? 1
+                      : count > 1                       ? 1
                                                         : hardware_threads();
   std::vector<std::string> names;
-  for (int64_t s = 0; s < K; ++s) {
-    workers_.push_back(std::make_unique<DeviceWorker>(devices_[s], threads));
-    LayerList part(layers_.begin() + offsets[s],
-                   layers_.begin() + offsets[s] + options_.balance()[s]);
-    stages_.push_back(std::make_unique<Stage>(s, K, std::move(part), offsets[s], devices_[s]));
-    names.push_back(c10::str("stage ", s, " (", devices_[s].str(), ")"));
+  int64_t local_offset = 0;
+  for (int64_t s = first_stage; s < first_stage + count; ++s) {
+    const DeviceSpec device = one_device_for_local_stage ? all[0] : all[s];
+    devices_.push_back(device);
+    workers_.push_back(std::make_unique<DeviceWorker>(device, threads));
+    const int64_t size = options_.balance()[s];
+    LayerList part(layers_.begin() + local_offset, layers_.begin() + local_offset + size);
+    local_offset += size;
+    stages_.push_back(std::make_unique<Stage>(s, K, std::move(part), offsets_[s], device));
+    names.push_back(c10::str("stage ", s, " (", device.str(), ")"));
   }
   timeline_.set_stage_names(names);
   // Place every parameter and buffer on its stage's device: CUDA moves them; a virtual CPU device
@@ -91,10 +122,8 @@ Pipeline::Pipeline(LayerList layers, PipelineOptions options, LossFn loss)
       auto place = [&](torch::Tensor& t) {
         if (t.defined() && !memory::charge(t, stage.device())) t.set_data(t.data().clone());
       };
-      for (auto& p : layer->parameters())
-        place(p);
-      for (auto& b : layer->buffers())
-        place(b);
+      for (auto& p : layer->parameters()) place(p);
+      for (auto& b : layer->buffers()) place(b);
     }
   });
 }
@@ -109,31 +138,42 @@ void Pipeline::for_each_stage(const std::function<void(Stage&)>& fn) {
   std::mutex mutex;
   int64_t failed = -1;
   std::exception_ptr first;
+  bool aborted = false;
   std::vector<std::future<void>> futures;
-  for (int64_t s = 0; s < num_stages(); ++s) {
-    futures.push_back(workers_[s]->submit([&, s] {
+  for (int64_t i = 0; i < num_local_stages(); ++i) {
+    futures.push_back(workers_[i]->submit([&, i] {
       try {
-        fn(*stages_[s]);
+        fn(*stages_[i]);
       } catch (const AbortedError&) {
-        // another stage failed first; its error is the one to report
+        // Another stage failed first; its error is the one to report.
+        std::lock_guard<std::mutex> lock(mutex);
+        aborted = true;
       } catch (...) {
+        const auto error = std::current_exception();
         {
           std::lock_guard<std::mutex> lock(mutex);
           if (failed < 0) {
-            failed = s;
-            first = std::current_exception();
+            failed = i;
+            first = error;
           }
         }
-        transport_.abort(c10::str("stage ", s, " failed"));
+        transport_->abort(c10::str("stage ", stages_[i]->index(), " (", devices_[i].str(),
+                                   ") failed: ", describe_exception(error)));
       }
     }));
   }
-  for (auto& f : futures)
-    f.get();
+  for (auto& f : futures) f.get();
   if (failed >= 0) {
-    throw StageError(c10::str("stage ", failed, " (", devices_[failed].str(), ") failed in step ",
+    const int64_t stage = stages_[failed]->index();
+    throw StageError(c10::str("stage ", stage, " (", devices_[failed].str(), ") failed in step ",
                               step_, ": ", describe_exception(first)),
-                     static_cast<int>(failed));
+                     static_cast<int>(stage));
+  }
+  if (aborted) {
+    // Every local stage was stopped by a failure elsewhere: another process's stage.
+    const std::string why = collectives_ != nullptr ? collectives_->abort_reason() : "";
+    throw StageError(
+        c10::str("step ", step_, " aborted: ", why.empty() ? "another stage failed" : why), -1);
   }
 }
 
@@ -141,12 +181,14 @@ void Pipeline::set_optimizer(const OptimizerFactory& factory) {
   GPIPE_CHECK(static_cast<bool>(factory), ConfigError, "set_optimizer needs a factory");
   optimizers_.clear();
   optimizers_.resize(stages_.size());
-  for_each_stage([&](Stage& stage) { optimizers_[stage.index()] = factory(stage.parameters()); });
+  for_each_stage([&](Stage& stage) {
+    optimizers_[stage.index() - first_local_stage_] = factory(stage.parameters());
+  });
 }
 
 torch::optim::Optimizer& Pipeline::optimizer(int64_t stage) {
   GPIPE_CHECK(!optimizers_.empty(), ConfigError, "no optimizer: call set_optimizer first");
-  return *optimizers_.at(stage);
+  return *optimizers_.at(stage - first_local_stage_);
 }
 
 void Pipeline::set_learning_rate(double lr) {
@@ -192,6 +234,18 @@ double Pipeline::grad_norm() {
   return std::sqrt(total);
 }
 
+double Pipeline::param_checksum() {
+  double total = 0;
+  for (const auto& stage : stages_) {
+    for (const auto& p : stage->parameters()) {
+      const auto d = p.detach().to(torch::kDouble);
+      total += d.sum().item<double>() + d.square().sum().item<double>();
+    }
+  }
+  if (collectives_ != nullptr) total = collectives_->sum_over_stages(total);
+  return total;
+}
+
 std::vector<torch::Tensor> Pipeline::parameters() const {
   std::vector<torch::Tensor> params;
   for (const auto& stage : stages_) {
@@ -203,9 +257,11 @@ std::vector<torch::Tensor> Pipeline::parameters() const {
 
 std::vector<std::pair<std::string, torch::Tensor>> Pipeline::named_parameters() const {
   std::vector<std::pair<std::string, torch::Tensor>> out;
+  const int64_t first = offsets_[first_local_stage_];
   for (size_t i = 0; i < layers_.size(); ++i) {
     for (const auto& item : layers_[i]->named_parameters()) {
-      out.emplace_back(std::to_string(i) + "." + item.key(), item.value());
+      out.emplace_back(std::to_string(first + static_cast<int64_t>(i)) + "." + item.key(),
+                       item.value());
     }
   }
   return out;
@@ -213,9 +269,11 @@ std::vector<std::pair<std::string, torch::Tensor>> Pipeline::named_parameters() 
 
 std::vector<std::pair<std::string, torch::Tensor>> Pipeline::named_buffers() const {
   std::vector<std::pair<std::string, torch::Tensor>> out;
+  const int64_t first = offsets_[first_local_stage_];
   for (size_t i = 0; i < layers_.size(); ++i) {
     for (const auto& item : layers_[i]->named_buffers()) {
-      out.emplace_back(std::to_string(i) + "." + item.key(), item.value());
+      out.emplace_back(std::to_string(first + static_cast<int64_t>(i)) + "." + item.key(),
+                       item.value());
     }
   }
   return out;
@@ -242,14 +300,14 @@ void Pipeline::end_memory_window() {
 
 void Pipeline::run_step(const Schedule& schedule, StepData& data,
                         std::vector<Activations>* outputs) {
-  transport_.reset();
+  transport_->reset();
   timeline_.clear();
   const auto start = Timeline::Clock::now();
   begin_memory_window();
   try {
     for_each_stage([&](Stage& stage) {
       run_stage_actions(stage, schedule.actions[stage.index()], schedule.microbatches, data,
-                        transport_, &timeline_, outputs);
+                        *transport_, &timeline_, outputs);
     });
   } catch (...) {
     for (auto& stage : stages_)
@@ -259,7 +317,9 @@ void Pipeline::run_step(const Schedule& schedule, StepData& data,
   }
   end_memory_window();
   last_step_.seconds = std::chrono::duration<double>(Timeline::Clock::now() - start).count();
-  last_step_.bubble_fraction = bubble_fraction(timeline_.events(), num_stages());
+  auto events = timeline_.events();
+  for (auto& e : events) e.stage -= first_local_stage_;  // over the stages this process runs
+  last_step_.bubble_fraction = bubble_fraction(events, num_local_stages());
 }
 
 double Pipeline::forward_backward(const Activations& input, const torch::Tensor& target) {
@@ -271,6 +331,9 @@ double Pipeline::forward_backward(const Activations& input, const torch::Tensor&
               "; every sample needs exactly one target");
   const int64_t M = options_.chunks();
   const auto sizes = microbatch_sizes(n, M);
+  // Weights are shares of the whole mini-batch over every replica, so that summing gradients
+  // over replicas gives the mini-batch mean.
+  const int64_t global_n = collectives_ != nullptr ? collectives_->global_batch(n) : n;
 
   StepData data;
   data.step = step_;
@@ -281,7 +344,7 @@ double Pipeline::forward_backward(const Activations& input, const torch::Tensor&
   data.inputs = split_microbatches(input, M);
   data.targets = split_microbatches(target, M);
   for (int64_t size : sizes)
-    data.weights.push_back(static_cast<double>(size) / n);
+    data.weights.push_back(static_cast<double>(size) / global_n);
 
   zero_grad();
   auto abort_observers = [&] {
@@ -297,9 +360,11 @@ double Pipeline::forward_backward(const Activations& input, const torch::Tensor&
     zero_grad();
     throw;
   }
-  const double loss = stages_.back()->loss_sum();
+  double loss = holds_last_stage() ? stages_.back()->loss_sum() : 0.0;
+  bool finite = std::isfinite(loss);
+  if (collectives_ != nullptr) std::tie(loss, finite) = collectives_->reduce_loss(loss, finite);
   last_step_.loss = loss;
-  if (!std::isfinite(loss)) {
+  if (!finite || !std::isfinite(loss)) {
     abort_observers();
     zero_grad();
     throw NonFiniteLossError(
@@ -323,6 +388,15 @@ double Pipeline::train_step(const Activations& input, const torch::Tensor& targe
   GPIPE_CHECK(!optimizers_.empty(), ConfigError,
               "train_step needs an optimizer: call set_optimizer first");
   const double loss = forward_backward(input, target);
+  if (collectives_ != nullptr) {
+    std::vector<torch::Tensor> grads;
+    for (const auto& stage : stages_) {
+      for (const auto& p : stage->parameters()) {
+        if (p.grad().defined()) grads.push_back(p.grad());
+      }
+    }
+    collectives_->reduce_gradients(grads);
+  }
   if (grad_clip_ > 0) {
     const double norm = grad_norm();
     if (norm > grad_clip_) {
@@ -334,13 +408,14 @@ double Pipeline::train_step(const Activations& input, const torch::Tensor& targe
       });
     }
   }
-  for_each_stage([&](Stage& stage) { optimizers_[stage.index()]->step(); });
+  for_each_stage([&](Stage& stage) { optimizers_[stage.index() - first_local_stage_]->step(); });
   ++step_;
   return loss;
 }
 
 torch::Tensor Pipeline::forward(const torch::Tensor& input) {
-  return forward(Activations{input}).at(0);
+  auto output = forward(Activations{input});
+  return output.empty() ? torch::Tensor() : output[0];
 }
 
 Activations Pipeline::forward(const Activations& input) {
@@ -357,8 +432,9 @@ Activations Pipeline::forward(const Activations& input) {
   data.training = false;
   data.inputs = split_microbatches(input, M);
   std::vector<Activations> outputs(M);
+  if (!holds_last_stage()) outputs.clear();
   try {
-    run_step(make_forward_schedule(num_stages(), M), data, &outputs);
+    run_step(make_forward_schedule(num_stages(), M), data, holds_last_stage() ? &outputs : nullptr);
   } catch (...) {
     for (size_t i = 0; i < layers_.size(); ++i)
       layers_[i]->train(modes[i]);

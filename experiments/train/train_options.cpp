@@ -44,6 +44,15 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
       ->capture_default_str()
       ->group("Pipeline");
 
+  app.add_flag("--distributed", o.distributed,
+               "one stage per process over c10d; world = K stages x R replicas, rank = replica*K + "
+               "stage (start with scripts/launch.sh)")
+      ->group("Distributed");
+  app.add_option("--comm-timeout", o.comm_timeout,
+                 "seconds to wait for a peer before declaring it lost")
+      ->capture_default_str()
+      ->group("Distributed");
+
   app.add_option("--batch-size", o.batch_size, "mini-batch size N")
       ->capture_default_str()
       ->group("Training");

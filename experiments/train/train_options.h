@@ -29,6 +29,9 @@ struct TrainOptions {
   std::string schedule = "gpipe";
   std::string devices;  // "cpu:0,cpu:1"; default cpu:0..K-1
   int threads_per_device = 0;
+  // Distributed: stages in separate processes (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
+  bool distributed = false;
+  double comm_timeout = 60.0;  // seconds
   // Optimisation.
   int64_t batch_size = 64;
   int64_t steps = 10;

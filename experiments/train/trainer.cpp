@@ -9,6 +9,8 @@
 #include "gpipe/models/sleep.h"
 #include "gpipe/profile.h"
 
+#include <cstdlib>
+
 namespace gpipe::train {
 namespace {
 
@@ -33,7 +35,8 @@ nlohmann::json TrainResult::to_json() const {
           {"peak_memory_bytes_per_device", peak_memory_bytes_per_device},
           {"peak_activation_bytes_per_device", peak_activation_bytes_per_device},
           {"balance", balance},
-          {"parameters", parameters}};
+          {"parameters", parameters},
+          {"param_checksum", param_checksum}};
 }
 
 Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
@@ -43,24 +46,13 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   GPIPE_CHECK(o.layers >= 1, ConfigError, "--layers must be >= 1, got ", o.layers);
   GPIPE_CHECK(o.chunks >= 1 && o.chunks <= o.batch_size, ConfigError, "--chunks ", o.chunks,
               " must be between 1 and --batch-size ", o.batch_size);
+  GPIPE_CHECK(o.comm_timeout > 0, ConfigError, "--comm-timeout must be > 0 s, got ",
+              o.comm_timeout);
   if (o.model == "sleep") options_.classes = o.in_features;  // sleep layers keep the width
   layers_ = build_layers(options_);
+  total_layers_ = static_cast<int64_t>(layers_.size());
+  resolve_balance();
 
-  if (!o.balance.empty()) {
-    balance_ = cli::parse_ints(o.balance, "--balance");
-    GPIPE_CHECK(o.partitions == 0 || o.partitions == static_cast<int64_t>(balance_.size()),
-                ConfigError, "--balance ", o.balance, " has ", balance_.size(),
-                " stages but --partitions is ", o.partitions);
-  } else {
-    const int64_t K = o.partitions > 0 ? o.partitions : 1;
-    GPIPE_CHECK(K <= static_cast<int64_t>(layers_.size()), ConfigError, "--partitions ", K,
-                " is larger than the model's ", layers_.size(), " layers");
-    const auto by = parse_balance_by(o.balance_by);
-    const auto sample =
-        synthetic_batch(0).first.narrow(0, 0, (o.batch_size + o.chunks - 1) / o.chunks);
-    balance_ = K == 1 ? std::vector<int64_t>{static_cast<int64_t>(layers_.size())}
-                      : auto_balance(layers_, K, by, {sample});
-  }
   PipelineOptions pipe_options(balance_);
   pipe_options.chunks(o.chunks)
       .checkpoint(parse_checkpoint(o.checkpoint))
@@ -68,12 +60,76 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
       .seed(o.seed)
       .threads_per_device(o.threads_per_device);
   if (!o.devices.empty()) pipe_options.devices(cli::parse_strings(o.devices));
-  pipeline_ = std::make_unique<Pipeline>(layers_, pipe_options);
+  if (!o.distributed) {
+    pipeline_ = std::make_unique<Pipeline>(layers_, pipe_options);
+  } else {
+    const auto env = distributed::Env::from_environment();
+    const auto K = static_cast<int64_t>(balance_.size());
+    context_ = std::make_unique<distributed::Context>(
+        env, distributed::ContextOptions(K).timeout(std::chrono::milliseconds(
+                 static_cast<int64_t>(o.comm_timeout * 1000))));
+    // A peer's failure ends this process too, with the lost rank named.
+    const int rank = env.rank;
+    context_->set_abort_handler([rank](const std::string& why) {
+      spdlog::error("rank {} stops: {}", rank, why);
+      spdlog::default_logger()->flush();
+      std::_Exit(cli::kExitFailure);
+    });
+    GPIPE_CHECK(o.batch_size % context_->replicas() == 0, ConfigError, "--batch-size ",
+                o.batch_size, " does not split evenly over ", context_->replicas(), " replicas");
+    GPIPE_CHECK(o.chunks <= o.batch_size / context_->replicas(), ConfigError, "--chunks ",
+                o.chunks, " exceeds each replica's ", o.batch_size / context_->replicas(),
+                " samples");
+    if (o.threads_per_device == 0) {
+      const char* local = std::getenv("LOCAL_WORLD_SIZE");
+      const int processes = local != nullptr ? std::max(1, std::atoi(local)) : 1;
+      pipe_options.threads_per_device(std::max(1, hardware_threads() / processes));
+    }
+    // Keep only this stage's layers: the others live in other processes.
+    const int64_t stage = context_->stage();
+    const auto offsets = stage_offsets(balance_, total_layers_);
+    LayerList mine(layers_.begin() + offsets[stage],
+                   layers_.begin() + offsets[stage] + balance_[stage]);
+    layers_ = std::move(mine);
+    pipeline_ = std::make_unique<Pipeline>(
+        layers_, pipe_options, stage, std::make_unique<distributed::ProcessGroupTransport>(*context_),
+        context_.get());
+  }
   const double lr = o.lr, momentum = o.momentum;
   pipeline_->set_optimizer([lr, momentum](std::vector<torch::Tensor> params) {
     return std::make_unique<torch::optim::SGD>(params,
                                                torch::optim::SGDOptions(lr).momentum(momentum));
   });
+}
+
+void Trainer::resolve_balance() {
+  const auto& o = options_;
+  if (!o.balance.empty()) {
+    balance_ = cli::parse_ints(o.balance, "--balance");
+    GPIPE_CHECK(o.partitions == 0 || o.partitions == static_cast<int64_t>(balance_.size()),
+                ConfigError, "--balance ", o.balance, " has ", balance_.size(),
+                " stages but --partitions is ", o.partitions);
+    return;
+  }
+  const int64_t K = o.partitions > 0 ? o.partitions : 1;
+  GPIPE_CHECK(K <= total_layers_, ConfigError, "--partitions ", K,
+              " is larger than the model's ", total_layers_, " layers");
+  const auto by = parse_balance_by(o.balance_by);
+  // Profiled costs differ from process to process; every rank must agree on the balance.
+  GPIPE_CHECK(!o.distributed || by == BalanceBy::kParams, ConfigError,
+              "--distributed needs --balance a,b,.. or --balance-by params (got --balance-by ",
+              o.balance_by, ", whose profile would differ between processes)");
+  const auto sample =
+      synthetic_batch(0).first.narrow(0, 0, (o.batch_size + o.chunks - 1) / o.chunks);
+  balance_ = K == 1 ? std::vector<int64_t>{total_layers_} : auto_balance(layers_, K, by, {sample});
+}
+
+std::pair<torch::Tensor, torch::Tensor> Trainer::shard(const torch::Tensor& x,
+                                                       const torch::Tensor& y) const {
+  if (context_ == nullptr || context_->replicas() == 1) return {x, y};
+  const int64_t rows = x.size(0) / context_->replicas();
+  const int64_t begin = context_->replica() * rows;
+  return {x.narrow(0, begin, rows), y.narrow(0, begin, rows)};
 }
 
 std::pair<torch::Tensor, torch::Tensor> Trainer::synthetic_batch(int64_t step) {
@@ -94,13 +150,17 @@ TrainResult Trainer::run() {
   TrainResult result;
   result.balance = balance_;
   result.parameters = count_parameters(layers_);
-  spdlog::info("model {} ({} layers, {} parameters), balance {}, M={}, checkpoint {}, schedule {}",
+  if (context_ != nullptr) {
+    result.parameters = static_cast<int64_t>(
+        std::llround(context_->sum_over_stages(static_cast<double>(result.parameters))));
+  }
+  if (reports()) spdlog::info("model {} ({} layers, {} parameters), balance {}, M={}, checkpoint {}, schedule {}",
                o.model, layers_.size(), result.parameters, c10::Join(",", balance_), o.chunks,
                o.checkpoint, o.schedule);
   double timed_seconds = 0;
   int64_t timed_samples = 0;
   for (int64_t step = 0; step < o.steps; ++step) {
-    auto [x, y] = synthetic_batch(step);
+    auto [x, y] = shard(synthetic_batch(step).first, synthetic_batch(step).second);
     const auto start = std::chrono::steady_clock::now();
     const double loss = pipeline_->train_step(x, y);
     const double seconds =
@@ -111,7 +171,7 @@ TrainResult Trainer::run() {
       timed_seconds += seconds;
       timed_samples += o.batch_size;
     }
-    if ((step + 1) % std::max<int64_t>(o.log_every, 1) == 0 || step + 1 == o.steps) {
+    if (reports() && ((step + 1) % std::max<int64_t>(o.log_every, 1) == 0 || step + 1 == o.steps)) {
       spdlog::info("step {}/{}  loss {:.4f}  {:.1f} samples/s  bubble {:.3f}", step + 1, o.steps,
                    loss, o.batch_size / seconds, pipeline_->last_step().bubble_fraction);
     }
@@ -121,7 +181,27 @@ TrainResult Trainer::run() {
   result.bubble_fraction = last.bubble_fraction;
   result.peak_memory_bytes_per_device = last.peak_bytes;
   result.peak_activation_bytes_per_device = last.peak_activation_bytes;
-  if (!o.trace.empty()) pipeline_->timeline().write_chrome_trace(o.trace);
+  result.param_checksum = pipeline_->param_checksum();
+  if (context_ != nullptr) {
+    // Every process measured its own stage: gather the per-stage peaks of replica 0.
+    const int64_t K = context_->stages();
+    auto peaks = torch::zeros({2, K}, torch::kDouble);
+    if (context_->replica() == 0) {
+      peaks[0][context_->stage()] = static_cast<double>(last.peak_bytes.at(0));
+      peaks[1][context_->stage()] = static_cast<double>(last.peak_activation_bytes.at(0));
+    }
+    peaks = peaks.reshape({-1});
+    std::vector<at::Tensor> tensors{peaks};
+    context_->world_group().allreduce(tensors)->wait(context_->timeout());
+    result.peak_memory_bytes_per_device.clear();
+    result.peak_activation_bytes_per_device.clear();
+    for (int64_t s = 0; s < K; ++s) {
+      result.peak_memory_bytes_per_device.push_back(static_cast<int64_t>(peaks[s].item<double>()));
+      result.peak_activation_bytes_per_device.push_back(
+          static_cast<int64_t>(peaks[K + s].item<double>()));
+    }
+  }
+  if (!o.trace.empty() && reports()) pipeline_->timeline().write_chrome_trace(o.trace);
   return result;
 }
 

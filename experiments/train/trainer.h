@@ -11,6 +11,7 @@
 
 #include <vector>
 
+#include "gpipe/distributed.h"
 #include "gpipe/pipeline.h"
 #include "train/train_options.h"
 
@@ -25,6 +26,7 @@ struct TrainResult {
   std::vector<int64_t> peak_activation_bytes_per_device;
   std::vector<int64_t> balance;
   int64_t parameters = 0;
+  double param_checksum = 0;
 
   nlohmann::json to_json() const;
 };
@@ -35,13 +37,21 @@ class Trainer {
   TrainResult run();
 
   Pipeline& pipeline() { return *pipeline_; }
+  // Whether this process reports (logs progress, writes outputs): always in-process; global
+  // rank 0 in a distributed run.
+  bool reports() const { return context_ == nullptr || context_->rank() == 0; }
 
  private:
+  void resolve_balance();
+  // This replica's rows of the global mini-batch.
+  std::pair<torch::Tensor, torch::Tensor> shard(const torch::Tensor& x, const torch::Tensor& y) const;
   // One synthetic mini-batch for `step`: a pure function of (seed, step).
   std::pair<torch::Tensor, torch::Tensor> synthetic_batch(int64_t step);
 
   TrainOptions options_;
-  LayerList layers_;
+  std::unique_ptr<distributed::Context> context_;
+  LayerList layers_;  // every layer in-process; this stage's layers in a distributed run
+  int64_t total_layers_ = 0;
   std::vector<int64_t> balance_;
   std::unique_ptr<Pipeline> pipeline_;
   torch::Tensor teacher_;  // labels = argmax(x @ teacher): a task the MLP can learn

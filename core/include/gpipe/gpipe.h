@@ -4,6 +4,7 @@
 #include "gpipe/activations.h"
 #include "gpipe/batchnorm.h"
 #include "gpipe/device.h"
+#include "gpipe/distributed.h"
 #include "gpipe/dropout.h"
 #include "gpipe/errors.h"
 #include "gpipe/executor.h"

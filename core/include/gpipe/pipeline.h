@@ -52,6 +52,24 @@ struct PipelineOptions {
   TORCH_ARG(int, threads_per_device) = 0;
 };
 
+// What a pipeline spread over processes needs from the other processes in a step. The
+// in-process pipeline has none; distributed.h implements it on c10d.
+class StepCollectives {
+ public:
+  virtual ~StepCollectives() = default;
+  // Mini-batch size summed over the data-parallel replicas.
+  virtual int64_t global_batch(int64_t local) = 0;
+  // The step's loss (sum of every last stage's weighted micro-batch losses) and whether every
+  // rank's loss was finite.
+  virtual std::pair<double, bool> reduce_loss(double local_partial, bool local_ok) = 0;
+  // Sums gradients over the data-parallel replicas of this stage, in place.
+  virtual void reduce_gradients(const std::vector<torch::Tensor>& grads) = 0;
+  // Sums a per-stage value over the pipeline's stages (e.g. squared gradient norms).
+  virtual double sum_over_stages(double local) = 0;
+  // Why the step was aborted by another process, if it was.
+  virtual std::string abort_reason() const = 0;
+};
+
 // Figures of the last step.
 struct StepStats {
   double loss = 0;
@@ -67,6 +85,13 @@ class Pipeline {
       std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<torch::Tensor>)>;
 
   Pipeline(LayerList layers, PipelineOptions options, LossFn loss = cross_entropy_loss());
+  // One stage of a pipeline spread over processes: this process runs stage `local_stage`, whose
+  // layers are `layers`; messages go over `transport`, step-wide reductions over `collectives`.
+  // `options.balance()` still describes every stage; `options.devices()` may list every stage's
+  // device or just this one's. Every process calls train_step with the same batch size.
+  Pipeline(LayerList layers, PipelineOptions options, int64_t local_stage,
+           std::unique_ptr<Transport> transport, StepCollectives* collectives,
+           LossFn loss = cross_entropy_loss());
   ~Pipeline();
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
@@ -86,15 +111,19 @@ class Pipeline {
   // Forward and backward of every micro-batch, gradients left in .grad (zeroed first).
   // Throws NonFiniteLossError, with gradients zeroed, if the loss is NaN or infinite.
   double forward_backward(const Activations& input, const torch::Tensor& target);
-  // Evaluation: eval mode and no grad for the call, min(M, N) micro-batches, merged output.
+  // Evaluation: eval mode and no grad for the call, min(M, N) micro-batches, merged output
+  // (undefined on a process that does not hold the last stage).
   torch::Tensor forward(const torch::Tensor& input);
   Activations forward(const Activations& input);
 
   void zero_grad();
   void train(bool on = true);
   void eval() { train(false); }
-  // Global L2 norm of all gradients.
+  // Global L2 norm of all gradients (over every stage, in every process).
   double grad_norm();
+  // A deterministic checksum of every parameter of every stage, in float64: the sum over
+  // parameters of sum(p) + sum(p^2). Equal checksums mean equal training, to rounding.
+  double param_checksum();
 
   const StepStats& last_step() const { return last_step_; }
   // Events of the last step.
@@ -104,13 +133,21 @@ class Pipeline {
   int64_t step() const { return step_; }
   void set_step(int64_t step) { step_ = step; }
 
-  int64_t num_stages() const { return static_cast<int64_t>(stages_.size()); }
+  // K, over every process.
+  int64_t num_stages() const { return static_cast<int64_t>(options_.balance().size()); }
+  // The stages this process runs: all of them, or one in a distributed pipeline.
+  int64_t num_local_stages() const { return static_cast<int64_t>(stages_.size()); }
+  int64_t first_local_stage() const { return first_local_stage_; }
+  bool holds_last_stage() const { return first_local_stage_ + num_local_stages() == num_stages(); }
   const PipelineOptions& options() const { return options_; }
+  // Devices of the local stages.
   const std::vector<DeviceSpec>& devices() const { return devices_; }
+  // Layers of the local stages.
   const LayerList& layers() const { return layers_; }
-  Stage& stage(int64_t s) { return *stages_.at(s); }
+  // Local stage by its global index.
+  Stage& stage(int64_t s) { return *stages_.at(s - first_local_stage_); }
   std::vector<torch::Tensor> parameters() const;
-  // "<layer index>.<name within the layer>", stable whatever the balance.
+  // "<global layer index>.<name within the layer>", stable whatever the balance.
   std::vector<std::pair<std::string, torch::Tensor>> named_parameters() const;
   std::vector<std::pair<std::string, torch::Tensor>> named_buffers() const;
 
@@ -118,6 +155,7 @@ class Pipeline {
   void for_each_stage(const std::function<void(Stage&)>& fn);
 
  private:
+  void build(int64_t first_stage, int64_t count);
   void run_step(const Schedule& schedule, StepData& data, std::vector<Activations>* outputs);
   void begin_memory_window();
   void end_memory_window();
@@ -125,11 +163,14 @@ class Pipeline {
   LayerList layers_;
   PipelineOptions options_;
   LossFn loss_;
+  int64_t first_local_stage_ = 0;
+  std::vector<int64_t> offsets_;  // global index of each stage's first layer
   std::vector<DeviceSpec> devices_;
   std::vector<std::unique_ptr<DeviceWorker>> workers_;
   std::vector<std::unique_ptr<Stage>> stages_;
   std::vector<std::unique_ptr<torch::optim::Optimizer>> optimizers_;
-  LocalTransport transport_;
+  std::unique_ptr<Transport> transport_;
+  StepCollectives* collectives_ = nullptr;
   Schedule train_schedule_;
   Timeline timeline_;
   StepStats last_step_;

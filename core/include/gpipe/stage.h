@@ -60,6 +60,7 @@ class Stage {
   int64_t index() const { return index_; }
   bool is_first() const { return index_ == 0; }
   bool is_last() const { return index_ == num_stages_ - 1; }
+  int64_t num_stages() const { return num_stages_; }
   const DeviceSpec& device() const { return device_; }
   const LayerList& layers() const { return layers_; }
   int64_t first_layer() const { return first_layer_; }

@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "gpipe/activations.h"
+#include "gpipe/schedule.h"
 
 namespace gpipe {
 
@@ -36,6 +37,11 @@ class Transport {
   virtual void abort(const std::string& reason) = 0;
   // Forgets undelivered messages and the abort before a new step.
   virtual void reset() = 0;
+  // Called by the executor before stage `stage` runs `actions` of step `step` (so a transport
+  // can post its receives ahead of need) and after it (to finish its sends).
+  virtual void begin_stage(int64_t stage, int64_t stages, const std::vector<Action>& actions,
+                           int64_t step, bool training) {}
+  virtual void end_stage(int64_t stage) {}
 };
 
 // In-process transport: a mailbox shared by the stage threads. Tensors are handed over as they

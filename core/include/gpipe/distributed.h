@@ -1,0 +1,173 @@
+// Pipelines across processes and hosts, on c10d.
+//
+// Why this file exists: when a model outgrows one machine its stages run in separate processes,
+// and whole pipelines are replicated for data parallelism. Everything here is PyTorch's own
+// distributed engine, c10d: a TCPStore for rendezvous (RANK, WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT, LOCAL_RANK, as torchrun sets them) and ProcessGroups for messages — Gloo on CPU,
+// NCCL on CUDA where LibTorch has it. No home-made socket layer.
+//
+// Layout: world = K stages x R replicas, rank = replica * K + stage. Each replica's K ranks form
+// a pipeline group (its rank in it is the stage), each stage's R ranks a data-parallel group.
+//
+// Faults: every rank beats a heartbeat counter in the store. A rank that sees a peer fail (a
+// closed connection, a timeout, a silent heartbeat) names the lost rank in the store's abort
+// key; every other rank's watchdog sees the key and aborts with the same message, so all exit
+// within the timeout, and none waits forever.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "gpipe/errors.h"
+#include "gpipe/pipeline.h"
+#include "gpipe/transport.h"
+
+namespace gpipe::distributed {
+
+// A peer rank was lost or a collective failed. `lost_rank` is -1 when unknown.
+class DistributedError : public Error {
+ public:
+  DistributedError(const std::string& what, int lost_rank) : Error(what), lost_rank_(lost_rank) {}
+  int lost_rank() const { return lost_rank_; }
+
+ private:
+  int lost_rank_;
+};
+
+// torchrun's environment.
+struct Env {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  std::string master_addr;
+  int master_port = 0;
+
+  // Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT; ConfigError names what is
+  // missing or malformed.
+  static Env from_environment();
+};
+
+struct ContextOptions {
+  /* implicit */ ContextOptions(int64_t stages) : stages_(stages) {}
+  TORCH_ARG(int64_t, stages);  // K
+  // How long a rank waits for a peer (rendezvous, messages, collectives) before naming it lost.
+  TORCH_ARG(std::chrono::milliseconds, timeout) = std::chrono::seconds(60);
+  // Heartbeat period; a peer silent for `timeout` is declared lost.
+  TORCH_ARG(std::chrono::milliseconds, heartbeat) = std::chrono::milliseconds(250);
+  // Use NCCL for the pipeline and data-parallel groups (CUDA builds only).
+  TORCH_ARG(bool, nccl) = false;
+};
+
+// One per process: the store, the process groups, the watchdog.
+class Context : public StepCollectives {
+ public:
+  Context(const Env& env, ContextOptions options);
+  ~Context() override;
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  int rank() const { return env_.rank; }
+  int world_size() const { return env_.world_size; }
+  int64_t stages() const { return options_.stages(); }
+  int64_t replicas() const { return env_.world_size / options_.stages(); }
+  int64_t stage() const { return env_.rank % options_.stages(); }
+  int64_t replica() const { return env_.rank / options_.stages(); }
+  // Global rank of `stage` in this replica's pipeline.
+  int global_rank(int64_t stage) const { return static_cast<int>(replica() * stages() + stage); }
+  std::chrono::milliseconds timeout() const { return options_.timeout(); }
+  const Env& env() const { return env_; }
+  std::string describe(int rank) const;  // "rank 3 (stage 1, replica 1)"
+
+  c10d::ProcessGroup& pipeline_group() { return *pipeline_; }
+  c10d::ProcessGroup& data_parallel_group() { return *data_parallel_; }
+  c10d::ProcessGroup& world_group() { return *world_; }
+
+  // Called (once, from the watchdog thread) when another rank declared a failure. The default
+  // only records it: blocked transport calls then throw. A driver may log and exit instead.
+  void set_abort_handler(std::function<void(const std::string&)> handler);
+  // The recorded abort message, if any.
+  bool aborted(std::string* why = nullptr) const;
+
+  // Names the lost rank (the store's abort key if another rank already named one; else ranks
+  // whose heartbeat stopped; else `suspect`), publishes it, and throws DistributedError.
+  [[noreturn]] void fail(const std::string& what, int suspect);
+  // Publishes a local failure so the other ranks stop waiting for this one.
+  void announce_failure(const std::string& what);
+
+  // StepCollectives: sums over replicas / the world, with failures turned into fail().
+  int64_t global_batch(int64_t local) override;
+  std::pair<double, bool> reduce_loss(double local_partial, bool local_ok) override;
+  void reduce_gradients(const std::vector<torch::Tensor>& grads) override;
+  double sum_over_stages(double local) override;
+  std::string abort_reason() const override;
+
+  // Waits for every rank, e.g. before the last rank tears the store down.
+  void barrier();
+
+ private:
+  void register_rank();
+  void watch();
+  torch::Tensor all_reduce(c10d::ProcessGroup& group, torch::Tensor tensor, const char* what);
+  std::vector<int> stale_ranks();
+  void record_abort(const std::string& why);
+
+  Env env_;
+  ContextOptions options_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::Store> watch_store_;  // the watchdog's own client connection
+  c10::intrusive_ptr<c10d::ProcessGroup> world_, pipeline_, data_parallel_;
+
+  mutable std::mutex mutex_;
+  std::string abort_reason_;
+  std::function<void(const std::string&)> abort_handler_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> aborted_{false};
+  std::thread watchdog_;
+};
+
+// Transport over the pipeline group: activations forward, gradients backward, each message a
+// fixed-size header (count, dtypes, shapes) followed by the tensors. Sends are asynchronous;
+// one receiver thread per neighbour posts the step's receives in schedule order ahead of need,
+// so communication overlaps with compute.
+class ProcessGroupTransport final : public Transport {
+ public:
+  explicit ProcessGroupTransport(Context& context);
+  ~ProcessGroupTransport() override;
+
+  void send(int64_t from, int64_t to, const MessageKey& key, Activations tensors) override;
+  Activations recv(int64_t from, int64_t to, const MessageKey& key) override;
+  void abort(const std::string& reason) override;
+  void reset() override;
+  void begin_stage(int64_t stage, int64_t stages, const std::vector<Action>& actions, int64_t step,
+                   bool training) override;
+  void end_stage(int64_t stage) override;
+
+  // Tag of one piece of one message (exposed for tests).
+  static int tag(const MessageKey& key, int piece);
+
+ private:
+  struct Receiver;
+  Activations receive_message(int64_t peer, const MessageKey& key);
+
+  Context& context_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int>, Activations> mailbox_;  // from, step, m, dir
+  std::string error_;
+  bool aborted_ = false;
+  std::vector<std::pair<c10::intrusive_ptr<c10d::Work>, std::vector<torch::Tensor>>> sends_;
+  std::map<int64_t, std::unique_ptr<Receiver>> receivers_;  // by peer stage
+};
+
+}  // namespace gpipe::distributed
