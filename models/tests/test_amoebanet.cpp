@@ -159,6 +159,39 @@ TEST(AmoebaNet, PipelineIsTransparent) {
   testing::expect_transparent(b, 4, /*M=*/2, /*N=*/4, 1e-3, 1e-5, /*eval_mode=*/true);
 }
 
+TEST(AmoebaNet, RunningStatisticsDoNotDependOnKAndSeeTheWholeMiniBatch) {
+  AmoebaNetBuilder builder(small());
+  const auto batch = builder.sample_batch(6, 4);
+  std::vector<std::vector<std::pair<std::string, torch::Tensor>>> buffers;
+  for (int64_t K : {1, 4}) {
+    Pipeline pipe(builder.build(), PipelineOptions(testing::even_balance(builder.num_layers(), K))
+                                       .chunks(3)
+                                       .threads_per_device(1));
+    pipe.set_optimizer([](std::vector<torch::Tensor> params) {
+      return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(0.01));
+    });
+    pipe.train_step(batch.input, batch.target);
+    buffers.push_back(pipe.named_buffers());
+  }
+  ASSERT_EQ(buffers[0].size(), buffers[1].size());
+  for (size_t i = 0; i < buffers[0].size(); ++i) {
+    testing::expect_close(buffers[1][i].second, buffers[0][i].second, 1e-4, 1e-6,
+                          buffers[0][i].first);
+  }
+  // The stem's BatchNorm sees the images themselves, so its running statistics are those of a
+  // plain full-batch step, although the pipeline normalised three micro-batches apart.
+  auto plain = builder.build_layer(0);
+  plain->forward({batch.input});
+  const auto plain_buffers = plain->named_buffers();
+  for (const auto& item : plain_buffers) {
+    if (item.key().find("running") == std::string::npos) continue;
+    const auto it = std::find_if(buffers[1].begin(), buffers[1].end(),
+                                 [&](const auto& b) { return b.first == "0." + item.key(); });
+    ASSERT_NE(it, buffers[1].end()) << item.key();
+    testing::expect_close(it->second, item.value(), 1e-4, 1e-6, item.key());
+  }
+}
+
 TEST(AmoebaNet, LossesDoNotDependOnKWithDropPathAndDropout) {
   testing::expect_k_invariant(AmoebaNetBuilder(small().drop_path(0.3).dropout(0.5)),
                               AmoebaNetBuilder(small()), /*M=*/2, /*N=*/4, /*steps=*/2);

@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
   int64_t batch = 8;
   std::string json_path;
   double paper_parameters = 0;
+  bool verify_by_building = false;
 
   CLI::App app{"Parameter count, per-layer table and pipeline balance of a model"};
   app.add_option("--model", config.name, "Model")
@@ -93,6 +94,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--paper-parameters", paper_parameters,
                  "The paper's parameter count of this configuration, to compare with");
+  app.add_flag("--verify-by-building", verify_by_building,
+               "Also build every layer (one at a time) and check its count against the model's "
+               "count (which is analytic for Transformer-L)");
   app.add_option("--json", json_path, "Write the results as JSON to this file");
   CLI11_PARSE(app, argc, argv);
 
@@ -105,6 +109,15 @@ int main(int argc, char** argv) {
                 builder->num_layers(), " layers over ", partitions, " partitions");
 
     const auto counts = builder->layer_parameters();
+    if (verify_by_building) {
+      for (int64_t i = 0; i < builder->num_layers(); ++i) {
+        const int64_t built = count_parameters({builder->build_layer(i)});
+        GPIPE_CHECK(built == counts[static_cast<size_t>(i)], Error, "layer ", i, " (",
+                    builder->layer_name(i), ") has ", built, " parameters when built but ",
+                    counts[static_cast<size_t>(i)], " counted");
+      }
+      spdlog::info("built every layer: the counts agree");
+    }
     int64_t total = 0;
     for (const auto count : counts)
       total += count;
@@ -138,6 +151,8 @@ int main(int argc, char** argv) {
       if (by != BalanceBy::kParams) layer["cost"] = costs[i];
       out["layers"].push_back(layer);
     }
+    out["counted"] = builder->counts_analytically() ? "analytic" : "built layer by layer";
+    out["verified_by_building"] = verify_by_building;
     out["partitions"] = partitions;
     out["balance_by"] = balance_by;
     out["balance"] = balance;

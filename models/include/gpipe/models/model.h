@@ -54,6 +54,9 @@ class ModelBuilder {
   virtual int64_t count_layer_parameters(int64_t i) const;
   std::vector<int64_t> layer_parameters() const;
   int64_t count_parameters() const;
+  // Whether count_layer_parameters is a formula (instant) rather than a build (seconds per
+  // billion parameters).
+  virtual bool counts_analytically() const { return false; }
 
   // A synthetic batch of `batch_size` samples for this model, drawn from a generator seeded with
   // `seed` (never from the default generator).

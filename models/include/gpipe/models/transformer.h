@@ -47,6 +47,7 @@ class TransformerBuilder : public ModelBuilder {
   std::string layer_name(int64_t i) const override;
   // Analytic (the formula above, per layer); tests check it against built layers.
   int64_t count_layer_parameters(int64_t i) const override;
+  bool counts_analytically() const override { return true; }
   // Tokens (N, seq_len) uniform in [0, vocab) and their next tokens (N, seq_len).
   SampleBatch sample_batch(int64_t batch_size, uint64_t seed) const override;
 
