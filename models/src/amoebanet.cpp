@@ -30,7 +30,7 @@ class AmoebaStem : public Layer {
   ConvBn conv_{nullptr};
 };
 
-// ReLU, global average pooling, dropout, linear classifier: {x[, skip]} -> {logits (N, classes)}.
+// ReLU, global average pooling, dropout, linear classifier: {x} -> {logits (N, classes)}.
 class AmoebaHead : public Layer {
  public:
   AmoebaHead(int64_t channels, int64_t classes, double dropout) : Layer("head") {
@@ -38,9 +38,8 @@ class AmoebaHead : public Layer {
     classifier_ = register_module("classifier", Linear(channels, classes));
   }
   Activations forward(const Activations& inputs) override {
-    GPIPE_CHECK(!inputs.empty() && inputs[0].dim() == 4, ConfigError,
-                "the AmoebaNet head takes {x (N, C, H, W)[, skip]}, got ", inputs.size(),
-                " tensors");
+    GPIPE_CHECK(inputs.size() == 1 && inputs[0].dim() == 4, ConfigError,
+                "the AmoebaNet head takes {x (N, C, H, W)}, got ", inputs.size(), " tensors");
     auto x = torch::relu(inputs[0]).mean({2, 3});
     return {classifier_(dropout_(x))};
   }
@@ -121,6 +120,7 @@ AmoebaNetBuilder::AmoebaNetBuilder(AmoebaNetOptions options)
     }
     add_cell("cell_" + std::to_string(n), false, filters);
   }
+  plan_.back().cell->emit_skip(false);  // the head reads only the last cell's output
   plan_.push_back({LayerPlan::Kind::kHead, "head", std::nullopt, o.classes(), 1});
 }
 

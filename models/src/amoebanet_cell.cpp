@@ -74,6 +74,7 @@ Activations AmoebaCell::forward(const Activations& inputs) {
   outputs.reserve(genotype.concat.size());
   for (int state : genotype.concat)
     outputs.push_back(states[state]);
+  if (!options_.emit_skip()) return {torch::cat(outputs, 1)};
   return {torch::cat(outputs, 1), x};
 }
 

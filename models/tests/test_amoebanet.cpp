@@ -84,9 +84,9 @@ void expect_shapes(const AmoebaNetOptions& options, int64_t batch) {
     ASSERT_EQ(x[0].sizes(),
               (std::vector<int64_t>{batch, plan.out_channels, plan.out_size, plan.out_size}))
         << plan.name;
-    if (i > 1) {
-      ASSERT_EQ(x.size(), 2u) << plan.name << " passes its input on as the skip";
-    }
+    // Cells pass their input on as the next cell's skip; the last one has no next cell.
+    const size_t expected = i > 0 && i + 2 < layers.size() ? 2 : 1;
+    ASSERT_EQ(x.size(), expected) << plan.name;
   }
   x = layers.back()->forward(x);
   ASSERT_EQ(x.size(), 1u);
@@ -154,6 +154,8 @@ TEST(AmoebaNet, PipelineIsTransparent) {
   AmoebaNetBuilder builder(small());
   for (int64_t K : {2, 4})
     testing::expect_transparent(builder, K, /*M=*/3, /*N=*/6, 1e-3, 1e-5);
+  // The head alone on the last stage.
+  testing::expect_transparent(builder, 9, /*M=*/2, /*N=*/4, 1e-3, 1e-5);
   // Eval-mode BatchNorm (running statistics).
   AmoebaNetBuilder b(small(amoebanet_b_genotype()));
   testing::expect_transparent(b, 4, /*M=*/2, /*N=*/4, 1e-3, 1e-5, /*eval_mode=*/true);

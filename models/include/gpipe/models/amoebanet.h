@@ -23,8 +23,13 @@
 // Where this differs from the reference: the stem convolution pads by one (as torchgpipe does;
 // 224 -> 112 rather than the reference's 299 -> 149 without padding), and the first stem cell,
 // which the reference feeds the stem output as both of its inputs, brings that skip input to
-// D/4 channels with a 1x1 convolution once rather than inside each operation. Neither changes
-// the parameter count by more than a few thousand.
+// D/4 channels with a 1x1 convolution once rather than inside each operation; neither changes
+// the parameter count by more than a few thousand. Also: LibTorch's default initialisation
+// rather than He-normal; a constant drop-path rate (the reference ramps it up over training);
+// "dil_2_separable_5x5_2" is dilated as its name says (the reference parses it as an undilated
+// 5x5, with the same parameters); BatchNorm epsilon 1e-3 as the reference but LibTorch's
+// momentum 0.1 (the reference's decay 0.9997 would be momentum 0.0003); and for L = 1 both
+// reductions precede the one normal cell (the reference then builds only one).
 #pragma once
 
 #include <optional>

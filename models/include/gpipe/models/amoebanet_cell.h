@@ -4,7 +4,7 @@
 // two cells before it. As a pipeline layer a cell therefore takes Activations {x, skip} (the
 // previous cell's output and the one before; just {x} for the first cell, which is then its own
 // skip) and returns {output, x}, so any cell boundary can be a stage boundary and carries
-// exactly what the next cell needs.
+// exactly what the next cell needs (the last cell returns just {output}).
 //
 // Inside (as the TensorFlow reference's BaseCell): state 0 is ReLU-1x1 conv-BN(x) to `channels`
 // filters; state 1 is the skip, brought to `channels` filters and to x's resolution
@@ -43,12 +43,15 @@ struct AmoebaCellOptions {
   TORCH_ARG(bool, skip_reduced) = false;
   // Drop-path probability of every operation but "none".
   TORCH_ARG(double, drop_path) = 0.0;
+  // Return {output, x}; the last cell, whose successor (the head) needs no skip, returns
+  // {output} and spares the stage boundary a tensor.
+  TORCH_ARG(bool, emit_skip) = true;
 };
 
 class AmoebaCell : public Layer {
  public:
   AmoebaCell(std::string name, AmoebaCellOptions options);
-  // {x} or {x, skip} -> {output, x}.
+  // {x} or {x, skip} -> {output, x} (or {output} without emit_skip).
   Activations forward(const Activations& inputs) override;
   const AmoebaCellOptions& options() const { return options_; }
 

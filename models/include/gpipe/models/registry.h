@@ -16,7 +16,7 @@ namespace gpipe::models {
 
 // Field defaults are a small configuration that trains on a CPU in seconds; the paper's
 // configurations set layers/filters (AmoebaNet) or layers/d_model/ffn/heads/vocab/seq_len
-// (Transformer-L) explicitly (see results/model_info/commands.md).
+// (Transformer-L) explicitly (see results/model_info/commands.sh).
 struct ModelConfig {
   // mlp | sleep | amoebanet-d | amoebanet-b | transformer-l
   std::string name = "amoebanet-d";
