@@ -1,4 +1,7 @@
+// The reference MLP's layers, and its ModelBuilder.
 #include "gpipe/models/mlp.h"
+
+#include <ATen/CPUGeneratorImpl.h>
 
 #include "gpipe/batchnorm.h"
 #include "gpipe/dropout.h"
@@ -32,22 +35,56 @@ class HiddenLayer : public Layer {
   Dropout dropout_{nullptr};
 };
 
-}  // namespace
-
-LayerList make_mlp(const MlpOptions& o) {
+void check(const MlpOptions& o) {
   GPIPE_CHECK(o.in_features() >= 1 && o.width() >= 1 && o.classes() >= 1, ConfigError,
               "MLP sizes must be positive: in_features=", o.in_features(), " width=", o.width(),
               " classes=", o.classes());
   GPIPE_CHECK(o.depth() >= 0, ConfigError, "MLP depth must be >= 0, got ", o.depth());
-  LayerList layers;
-  int64_t in = o.in_features();
-  for (int64_t i = 0; i < o.depth(); ++i) {
-    layers.push_back(std::make_shared<HiddenLayer>("hidden_" + std::to_string(i), in, o.width(),
-                                                   o.dropout(), o.batch_norm()));
-    in = o.width();
+}
+
+std::string mlp_layer_name(const MlpOptions& o, int64_t i) {
+  return i < o.depth() ? "hidden_" + std::to_string(i) : "classifier";
+}
+
+}  // namespace
+
+LayerPtr make_mlp_layer(const MlpOptions& o, int64_t i) {
+  check(o);
+  GPIPE_CHECK(i >= 0 && i <= o.depth(), ConfigError, "the MLP has ", o.depth() + 1,
+              " layers; layer index ", i, " is out of range");
+  const int64_t in = i == 0 ? o.in_features() : o.width();
+  if (i < o.depth()) {
+    return std::make_shared<HiddenLayer>(mlp_layer_name(o, i), in, o.width(), o.dropout(),
+                                         o.batch_norm());
   }
-  layers.push_back(make_layer("classifier", Linear(in, o.classes())));
+  return make_layer(mlp_layer_name(o, i), Linear(in, o.classes()));
+}
+
+LayerList make_mlp(const MlpOptions& o) {
+  check(o);
+  LayerList layers;
+  for (int64_t i = 0; i <= o.depth(); ++i)
+    layers.push_back(make_mlp_layer(o, i));
   return layers;
+}
+
+MlpBuilder::MlpBuilder(MlpOptions options, uint64_t init_seed)
+    : ModelBuilder(init_seed), options_(std::move(options)) {
+  check(options_);
+}
+
+std::string MlpBuilder::layer_name(int64_t i) const {
+  check_layer_index(i);
+  return mlp_layer_name(options_, i);
+}
+
+SampleBatch MlpBuilder::sample_batch(int64_t batch_size, uint64_t seed) const {
+  GPIPE_CHECK(batch_size >= 1, ConfigError, "a sample batch needs at least one sample, got ",
+              batch_size);
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return {torch::randn({batch_size, options_.in_features()}, generator),
+          torch::randint(0, options_.classes(), {batch_size}, generator,
+                         torch::TensorOptions(torch::kLong))};
 }
 
 }  // namespace gpipe::models

@@ -1,5 +1,7 @@
+// The sleep model's layers (a custom autograd function that sleeps), and its ModelBuilder.
 #include "gpipe/models/sleep.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <sys/prctl.h>
@@ -65,21 +67,51 @@ class SleepLayer : public Layer {
   torch::Tensor scale_;
 };
 
-}  // namespace
-
-LayerList make_sleep_model(const SleepOptions& options) {
+void check(const SleepOptions& options) {
   GPIPE_CHECK(options.layers() >= 1, ConfigError, "the sleep model needs at least one layer, got ",
               options.layers());
   GPIPE_CHECK(options.forward_ms() >= 0 && options.backward_factor() >= 0, ConfigError,
               "sleep times must be >= 0, got forward ", options.forward_ms(), " ms and factor ",
               options.backward_factor());
+}
+
+}  // namespace
+
+LayerPtr make_sleep_layer(const SleepOptions& options, int64_t i) {
+  check(options);
+  GPIPE_CHECK(i >= 0 && i < options.layers(), ConfigError, "the sleep model has ", options.layers(),
+              " layers; layer index ", i, " is out of range");
+  return std::make_shared<SleepLayer>("sleep_" + std::to_string(i), options.forward_ms(),
+                                      options.forward_ms() * options.backward_factor());
+}
+
+LayerList make_sleep_model(const SleepOptions& options) {
+  check(options);
   LayerList layers;
-  for (int64_t i = 0; i < options.layers(); ++i) {
-    layers.push_back(
-        std::make_shared<SleepLayer>("sleep_" + std::to_string(i), options.forward_ms(),
-                                     options.forward_ms() * options.backward_factor()));
-  }
+  for (int64_t i = 0; i < options.layers(); ++i)
+    layers.push_back(make_sleep_layer(options, i));
   return layers;
+}
+
+SleepBuilder::SleepBuilder(SleepOptions options, int64_t features, uint64_t init_seed)
+    : ModelBuilder(init_seed), options_(std::move(options)), features_(features) {
+  check(options_);
+  GPIPE_CHECK(features_ >= 1, ConfigError, "the sleep model needs at least one feature, got ",
+              features_);
+}
+
+std::string SleepBuilder::layer_name(int64_t i) const {
+  check_layer_index(i);
+  return "sleep_" + std::to_string(i);
+}
+
+SampleBatch SleepBuilder::sample_batch(int64_t batch_size, uint64_t seed) const {
+  GPIPE_CHECK(batch_size >= 1, ConfigError, "a sample batch needs at least one sample, got ",
+              batch_size);
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return {
+      torch::randn({batch_size, features_}, generator),
+      torch::randint(0, features_, {batch_size}, generator, torch::TensorOptions(torch::kLong))};
 }
 
 }  // namespace gpipe::models

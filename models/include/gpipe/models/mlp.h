@@ -7,6 +7,7 @@
 #pragma once
 
 #include "gpipe/layer.h"
+#include "gpipe/models/model.h"
 
 namespace gpipe::models {
 
@@ -24,7 +25,28 @@ struct MlpOptions {
   TORCH_ARG(bool, batch_norm) = false;
 };
 
-// depth + 1 layers.
+// depth + 1 layers, initialised in order from the default generator as it stands.
 LayerList make_mlp(const MlpOptions& options);
+
+// Layer i of make_mlp (0 <= i <= depth): "hidden_i" for i < depth, then "classifier".
+LayerPtr make_mlp_layer(const MlpOptions& options, int64_t i);
+
+// The MLP as a ModelBuilder (registry name "mlp"): layer i seeded from (init_seed, i).
+class MlpBuilder : public ModelBuilder {
+ public:
+  explicit MlpBuilder(MlpOptions options, uint64_t init_seed = 0);
+  std::string name() const override { return "mlp"; }
+  int64_t num_layers() const override { return options_.depth() + 1; }
+  std::string layer_name(int64_t i) const override;
+  // Features (N, in_features) from N(0, 1) and labels in [0, classes).
+  SampleBatch sample_batch(int64_t batch_size, uint64_t seed) const override;
+  const MlpOptions& options() const { return options_; }
+
+ protected:
+  LayerPtr make_layer(int64_t i) const override { return make_mlp_layer(options_, i); }
+
+ private:
+  MlpOptions options_;
+};
 
 }  // namespace gpipe::models

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "gpipe/layer.h"
+#include "gpipe/models/model.h"
 
 namespace gpipe::models {
 
@@ -20,5 +21,28 @@ struct SleepOptions {
 };
 
 LayerList make_sleep_model(const SleepOptions& options);
+
+// Layer i of make_sleep_model ("sleep_i").
+LayerPtr make_sleep_layer(const SleepOptions& options, int64_t i);
+
+// The sleep model as a ModelBuilder (registry name "sleep"). Its layers keep the feature width,
+// so sample_batch's features (N, features) double as logits over `features` classes.
+class SleepBuilder : public ModelBuilder {
+ public:
+  SleepBuilder(SleepOptions options, int64_t features, uint64_t init_seed = 0);
+  std::string name() const override { return "sleep"; }
+  int64_t num_layers() const override { return options_.layers(); }
+  std::string layer_name(int64_t i) const override;
+  // Features (N, features) from N(0, 1) and labels in [0, features).
+  SampleBatch sample_batch(int64_t batch_size, uint64_t seed) const override;
+  const SleepOptions& options() const { return options_; }
+
+ protected:
+  LayerPtr make_layer(int64_t i) const override { return make_sleep_layer(options_, i); }
+
+ private:
+  SleepOptions options_;
+  int64_t features_;
+};
 
 }  // namespace gpipe::models

@@ -1,0 +1,64 @@
+// One configuration struct and one factory for every model, for command-line tools.
+//
+// Why this file exists: gpipe_train, model_info and the experiment drivers take a model by name
+// and a handful of flags. ModelConfig holds every knob of every model (each model reads the ones
+// it has), make_model turns it into a ModelBuilder, and sample_batch makes the synthetic batch a
+// trainer runs on synthetic data and the profiler measures balance-by-time/memory with.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpipe/models/model.h"
+
+namespace gpipe::models {
+
+// Field defaults are a small configuration that trains on a CPU in seconds; the paper's
+// configurations set layers/filters (AmoebaNet) or layers/d_model/ffn/heads/vocab/seq_len
+// (Transformer-L) explicitly (see results/model_info/commands.sh).
+struct ModelConfig {
+  // mlp | sleep | amoebanet-d | amoebanet-b | transformer-l
+  std::string name = "amoebanet-d";
+  // AmoebaNet: L normal cells. Transformer-L: decoder layers. MLP: hidden layers. Sleep: layers.
+  int64_t layers = 3;
+  // AmoebaNet: D, a multiple of 16.
+  int64_t filters = 16;
+  // AmoebaNet and MLP output classes.
+  int64_t classes = 10;
+  // AmoebaNet input: square images of image_size with `channels` channels (1 for Fashion-MNIST,
+  // 3 for ImageNet and CIFAR).
+  int64_t image_size = 32;
+  int64_t channels = 3;
+  // Transformer-L.
+  int64_t d_model = 64;
+  int64_t ffn = 256;
+  int64_t heads = 4;
+  int64_t vocab = 256;
+  int64_t seq_len = 32;
+  // Dropout (AmoebaNet: before the classifier; Transformer-L and MLP: everywhere they have it).
+  double dropout = 0.0;
+  // AmoebaNet drop-path.
+  double drop_path = 0.0;
+  // MLP hidden width and input features (also the sleep model's feature width).
+  int64_t width = 64;
+  int64_t in_features = 32;
+  // Sleep model: forward milliseconds of each layer.
+  double layer_ms = 1.0;
+  // Layer i is initialised from (init_seed, i).
+  uint64_t init_seed = 0;
+};
+
+// "mlp", "sleep", "amoebanet-d", "amoebanet-b", "transformer-l".
+const std::vector<std::string>& model_names();
+
+// Throws ConfigError for an unknown name or a knob the model cannot take, naming the value.
+std::unique_ptr<ModelBuilder> make_model(const ModelConfig& config);
+
+// make_model(config)->sample_batch(batch_size, seed).
+SampleBatch sample_batch(const ModelConfig& config, int64_t batch_size, uint64_t seed);
+
+// A small configuration of `name` (the struct defaults with that name) for tests and CPU presets.
+ModelConfig small_config(const std::string& name);
+
+}  // namespace gpipe::models

@@ -1,0 +1,186 @@
+// Helpers of the model tests: running a layer list, the plain-model reference of a pipeline
+// step (micro-batch by micro-batch, so BatchNorm sees what it sees in the pipeline), and the
+// transparency and K-invariance checks every paper model goes through.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gpipe/gpipe.h"
+#include "gpipe/models/model.h"
+
+namespace gpipe::models::testing {
+
+// fn throws ConfigError whose message contains `part`.
+inline void expect_config_error(const std::function<void()>& fn, const std::string& part) {
+  try {
+    fn();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
+        << "'" << e.what() << "' does not contain '" << part << "'";
+    return;
+  }
+  ADD_FAILURE() << "no ConfigError (expected one containing '" << part << "')";
+}
+
+// x through every layer in order.
+inline Activations run_layers(const LayerList& layers, Activations x) {
+  for (const auto& layer : layers)
+    x = layer->forward(x);
+  return x;
+}
+
+// n layers over k stages, the first n mod k stages one layer longer.
+inline std::vector<int64_t> even_balance(int64_t n, int64_t k) {
+  std::vector<int64_t> balance(static_cast<size_t>(k), n / k);
+  for (int64_t i = 0; i < n % k; ++i)
+    ++balance[static_cast<size_t>(i)];
+  return balance;
+}
+
+inline void expect_close(const torch::Tensor& actual, const torch::Tensor& expected, double rtol,
+                         double atol, const std::string& what) {
+  ASSERT_TRUE(actual.defined()) << what << " is undefined";
+  ASSERT_TRUE(expected.defined()) << what << " (expected) is undefined";
+  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
+  EXPECT_TRUE(torch::allclose(actual, expected, rtol, atol))
+      << what << ": max abs diff " << (actual - expected).abs().max().item<double>()
+      << ", max abs expected " << expected.abs().max().item<double>();
+}
+
+struct Reference {
+  double loss = 0;
+  std::map<std::string, torch::Tensor> grads;  // "<layer index>.<parameter name>"
+};
+
+// The plain model's loss and gradients for what a pipeline with `chunks` micro-batches computes:
+// each micro-batch runs through the layers on its own (BatchNorm normalises by its statistics),
+// and its mean loss is weighted by its share of the batch.
+inline Reference plain_step(const LayerList& layers, const torch::Tensor& input,
+                            const torch::Tensor& target, const LossFn& loss_fn, int64_t chunks) {
+  const auto inputs = split_microbatches(input, chunks);
+  const auto targets = split_microbatches(target, chunks);
+  Reference ref;
+  for (size_t m = 0; m < inputs.size(); ++m) {
+    const double share = static_cast<double>(inputs[m].size(0)) / input.size(0);
+    auto loss = loss_fn(run_layers(layers, {inputs[m]}), targets[m]) * share;
+    loss.backward();
+    ref.loss += loss.item<double>();
+  }
+  for (size_t i = 0; i < layers.size(); ++i) {
+    for (const auto& item : layers[i]->named_parameters()) {
+      ref.grads[std::to_string(i) + "." + item.key()] = item.value().grad().clone();
+    }
+  }
+  return ref;
+}
+
+// A K-stage pipeline of `builder`'s model (even balance, M micro-batches, one thread a stage)
+// computes the same loss and gradients as the plain model, in training mode or (eval_mode) with
+// every layer in eval mode. Both are built from the builder, so this also checks that two builds
+// give the same weights.
+inline void expect_transparent(const ModelBuilder& builder, int64_t K, int64_t M, int64_t N,
+                               double rtol, double atol, bool eval_mode = false) {
+  SCOPED_TRACE(builder.name() + " K=" + std::to_string(K) + " M=" + std::to_string(M) +
+               (eval_mode ? " eval" : " train"));
+  const auto batch = builder.sample_batch(N, /*seed=*/17);
+  auto plain = builder.build();
+  for (auto& layer : plain)
+    layer->train(!eval_mode);
+  const auto ref = plain_step(plain, batch.input, batch.target, builder.loss(), M);
+
+  Pipeline pipe(
+      builder.build(),
+      PipelineOptions(even_balance(builder.num_layers(), K)).chunks(M).threads_per_device(1),
+      builder.loss());
+  pipe.train(!eval_mode);
+  const double loss = pipe.forward_backward({batch.input}, batch.target);
+  EXPECT_NEAR(loss, ref.loss, 1e-5 * std::abs(ref.loss) + 1e-6);
+  const auto named = pipe.named_parameters();
+  ASSERT_EQ(named.size(), ref.grads.size());
+  for (const auto& [name, param] : named)
+    expect_close(param.grad(), ref.grads.at(name), rtol, atol, name);
+}
+
+// Losses of `steps` SGD steps of a K-stage pipeline with M micro-batches and dropout seed 5.
+inline std::vector<double> pipeline_losses(const ModelBuilder& builder, int64_t K, int64_t M,
+                                           int64_t N, int steps) {
+  Pipeline pipe(builder.build(),
+                PipelineOptions(even_balance(builder.num_layers(), K))
+                    .chunks(M)
+                    .seed(5)
+                    .threads_per_device(1),
+                builder.loss());
+  pipe.set_optimizer([](std::vector<torch::Tensor> params) {
+    return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(0.05));
+  });
+  std::vector<double> losses;
+  for (int step = 0; step < steps; ++step) {
+    const auto batch = builder.sample_batch(N, /*seed=*/100 + static_cast<uint64_t>(step));
+    losses.push_back(pipe.train_step(batch.input, batch.target));
+  }
+  return losses;
+}
+
+// Training with K = 2 and 4 gives the losses of K = 1 at the same M, with dropout on; and
+// dropout does change them (so the check is not vacuous).
+inline void expect_k_invariant(const ModelBuilder& with_dropout,
+                               const ModelBuilder& without_dropout, int64_t M, int64_t N,
+                               int steps) {
+  const auto k1 = pipeline_losses(with_dropout, 1, M, N, steps);
+  for (int64_t K : {2, 4}) {
+    const auto other = pipeline_losses(with_dropout, K, M, N, steps);
+    ASSERT_EQ(other.size(), k1.size());
+    for (size_t i = 0; i < k1.size(); ++i)
+      EXPECT_NEAR(other[i], k1[i], 1e-5 * std::abs(k1[i])) << "K=" << K << " step " << i;
+  }
+  const auto plain = pipeline_losses(without_dropout, 2, M, N, 1);
+  EXPECT_GT(std::abs(plain[0] - k1[0]), 1e-4) << "dropout changed nothing";
+}
+
+// One optimizer step on a sample batch: the loss is finite, every parameter gets a finite
+// gradient and the parameters move; then `steps` more Adam steps on the same batch lower the
+// loss (the model can fit what it sees).
+inline void expect_trains(const ModelBuilder& builder, int64_t N, int steps, double lr) {
+  auto layers = builder.build();
+  std::vector<torch::Tensor> params;
+  for (const auto& layer : layers) {
+    layer->train();
+    for (const auto& p : layer->parameters())
+      params.push_back(p);
+  }
+  torch::optim::Adam adam(params, torch::optim::AdamOptions(lr));
+  const auto batch = builder.sample_batch(N, /*seed=*/3);
+  const auto loss_fn = builder.loss();
+  std::vector<torch::Tensor> before;
+  for (const auto& p : params)
+    before.push_back(p.detach().clone());
+
+  double first = 0, last = 0;
+  for (int step = 0; step <= steps; ++step) {
+    adam.zero_grad();
+    auto loss = loss_fn(run_layers(layers, {batch.input}), batch.target);
+    ASSERT_TRUE(std::isfinite(loss.item<double>())) << "step " << step;
+    loss.backward();
+    if (step == 0) {
+      first = loss.item<double>();
+      for (size_t i = 0; i < params.size(); ++i) {
+        ASSERT_TRUE(params[i].grad().defined()) << "parameter " << i << " got no gradient";
+        EXPECT_TRUE(params[i].grad().isfinite().all().item<bool>()) << "parameter " << i;
+      }
+    }
+    last = loss.item<double>();
+    adam.step();
+  }
+  int64_t moved = 0;
+  for (size_t i = 0; i < params.size(); ++i)
+    moved += torch::equal(params[i], before[i]) ? 0 : 1;
+  EXPECT_EQ(moved, static_cast<int64_t>(params.size())) << "parameters that did not move";
+  EXPECT_LT(last, 0.8 * first) << "first " << first << " last " << last;
+}
+
+}  // namespace gpipe::models::testing

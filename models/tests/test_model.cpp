@@ -1,0 +1,143 @@
+// ModelBuilder: layer-by-layer building that gives the weights of a whole build, counting, and
+// the sample batches, for every model of the registry.
+#include <gtest/gtest.h>
+
+#include "gpipe/errors.h"
+#include "gpipe/models/registry.h"
+#include "model_test_util.h"
+
+namespace gpipe::models {
+namespace {
+
+void expect_same_weights(const LayerPtr& a, const LayerPtr& b, const std::string& what) {
+  const auto pa = a->named_parameters();
+  const auto pb = b->named_parameters();
+  ASSERT_EQ(pa.size(), pb.size()) << what;
+  for (size_t i = 0; i < pa.size(); ++i) {
+    EXPECT_EQ(pa[i].key(), pb[i].key()) << what;
+    EXPECT_TRUE(torch::equal(pa[i].value(), pb[i].value())) << what << " " << pa[i].key();
+  }
+}
+
+class EveryModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EveryModel, BuildingARangeGivesTheWeightsOfTheWholeModel) {
+  const auto builder = make_model(small_config(GetParam()));
+  const int64_t n = builder->num_layers();
+  ASSERT_GE(n, 3);
+  const auto all = builder->build();
+  ASSERT_EQ(static_cast<int64_t>(all.size()), n);
+  // The second half first, then the first half, then one layer alone: order does not matter.
+  const auto back = builder->build_range(n / 2, n);
+  const auto front = builder->build_range(0, n / 2);
+  const auto single = builder->build_layer(n - 2);
+  for (int64_t i = 0; i < n; ++i) {
+    const auto& piece = i < n / 2 ? front[i] : back[i - n / 2];
+    expect_same_weights(piece, all[i], builder->layer_name(i));
+  }
+  expect_same_weights(single, all[n - 2], "single layer");
+}
+
+TEST_P(EveryModel, LayersAreNamedAndCountedWithoutBuildingTheModel) {
+  const auto builder = make_model(small_config(GetParam()));
+  const auto layers = builder->build();
+  const auto counts = builder->layer_parameters();
+  ASSERT_EQ(counts.size(), layers.size());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    EXPECT_EQ(layers[i]->label(), builder->layer_name(static_cast<int64_t>(i)));
+    EXPECT_EQ(counts[i], count_parameters({layers[i]})) << layers[i]->label();
+  }
+  EXPECT_EQ(builder->count_parameters(), count_parameters(layers));
+  EXPECT_GT(builder->count_parameters(), 0);
+}
+
+TEST_P(EveryModel, TheInitSeedKeysTheWeights) {
+  auto config = small_config(GetParam());
+  const auto a = make_model(config)->build_layer(0);
+  config.init_seed = 1;
+  const auto b = make_model(config)->build_layer(0);
+  const auto pa = a->parameters();
+  const auto pb = b->parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  ASSERT_FALSE(pa.empty());
+  bool differ = false;
+  for (size_t i = 0; i < pa.size(); ++i)
+    differ = differ || !torch::equal(pa[i], pb[i]);
+  // The sleep model's only parameter is a scale initialised to one, whatever the seed.
+  EXPECT_EQ(differ, GetParam() != "sleep");
+}
+
+TEST_P(EveryModel, BuildingLeavesTheDefaultGeneratorAlone) {
+  const auto builder = make_model(small_config(GetParam()));
+  torch::manual_seed(42);
+  const auto expected = torch::randn({8});
+  torch::manual_seed(42);
+  builder->build();
+  EXPECT_TRUE(torch::equal(torch::randn({8}), expected));
+}
+
+TEST_P(EveryModel, SampleBatchFitsTheModelAndItsLoss) {
+  const auto config = small_config(GetParam());
+  const auto builder = make_model(config);
+  const auto batch = sample_batch(config, 3, /*seed=*/9);
+  const auto again = builder->sample_batch(3, 9);
+  const auto other = builder->sample_batch(3, 10);
+  EXPECT_TRUE(torch::equal(batch.input, again.input));
+  EXPECT_TRUE(torch::equal(batch.target, again.target));
+  EXPECT_FALSE(torch::equal(batch.input, other.input));
+  EXPECT_EQ(batch.input.size(0), 3);
+  EXPECT_EQ(batch.target.size(0), 3);
+  EXPECT_EQ(batch.target.scalar_type(), torch::kLong);
+  const auto output = testing::run_layers(builder->build(), {batch.input});
+  const auto loss = builder->loss()(output, batch.target);
+  EXPECT_EQ(loss.dim(), 0);
+  EXPECT_TRUE(std::isfinite(loss.item<double>()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, EveryModel, ::testing::ValuesIn(model_names()),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (auto& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
+
+TEST(Registry, SampleBatchShapes) {
+  auto config = small_config("amoebanet-b");
+  config.channels = 1;
+  config.image_size = 28;
+  auto batch = sample_batch(config, 2, 0);
+  EXPECT_EQ(batch.input.sizes(), (std::vector<int64_t>{2, 1, 28, 28}));
+  EXPECT_TRUE(((batch.target >= 0) & (batch.target < config.classes)).all().item<bool>());
+
+  config = small_config("transformer-l");
+  batch = sample_batch(config, 2, 0);
+  EXPECT_EQ(batch.input.sizes(), (std::vector<int64_t>{2, config.seq_len}));
+  EXPECT_EQ(batch.target.sizes(), (std::vector<int64_t>{2, config.seq_len}));
+  // The target is the input shifted by one token.
+  EXPECT_TRUE(torch::equal(batch.input.slice(1, 1), batch.target.slice(1, 0, config.seq_len - 1)));
+
+  config = small_config("mlp");
+  batch = sample_batch(config, 4, 0);
+  EXPECT_EQ(batch.input.sizes(), (std::vector<int64_t>{4, config.in_features}));
+}
+
+TEST(Registry, UnknownModelsAndLayerIndicesAreNamed) {
+  ModelConfig config;
+  config.name = "resnet";
+  try {
+    make_model(config);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("resnet"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("amoebanet-d"), std::string::npos) << e.what();
+  }
+  const auto builder = make_model(small_config("mlp"));
+  EXPECT_THROW(builder->build_layer(builder->num_layers()), ConfigError);
+  EXPECT_THROW(builder->build_layer(-1), ConfigError);
+  EXPECT_THROW(builder->build_range(2, 1), ConfigError);
+  EXPECT_THROW(builder->sample_batch(0, 0), ConfigError);
+}
+
+}  // namespace
+}  // namespace gpipe::models

@@ -1,0 +1,199 @@
+// model_info: parameter count, per-layer table and pipeline balance of a model configuration.
+//
+// Why this tool exists: GPipe's Table 1 and Table 4 state parameter counts for AmoebaNet and
+// Transformer-L configurations up to billions of parameters; this prints ours for any
+// configuration without holding the model in memory (layers are built, counted and dropped one
+// at a time, or counted analytically), with the balance of K partitions by parameters, or by
+// profiled time or memory (which do build the whole model and run a sample micro-batch).
+//
+//   model_info --model amoebanet-d --layers 18 --filters 208 --classes 1000 --image-size 224
+//   model_info --model transformer-l --layers 3 --d-model 2048 --ffn 8192 --heads 32
+//              --vocab 32000 --seq-len 1024 --partitions 4 --json out.json   (one line)
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "gpipe/errors.h"
+#include "gpipe/models/registry.h"
+#include "gpipe/partition.h"
+#include "gpipe/pipeline.h"
+#include "gpipe/profile.h"
+
+namespace {
+
+int64_t peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+nlohmann::json config_json(const gpipe::models::ModelConfig& c) {
+  nlohmann::json j{{"name", c.name}, {"layers", c.layers}, {"init_seed", c.init_seed}};
+  if (c.name == "amoebanet-d" || c.name == "amoebanet-b") {
+    j.update({{"filters", c.filters},
+              {"classes", c.classes},
+              {"image_size", c.image_size},
+              {"channels", c.channels}});
+  } else if (c.name == "transformer-l") {
+    j.update({{"d_model", c.d_model},
+              {"ffn", c.ffn},
+              {"heads", c.heads},
+              {"vocab", c.vocab},
+              {"seq_len", c.seq_len}});
+  } else if (c.name == "mlp") {
+    j.update({{"width", c.width}, {"in_features", c.in_features}, {"classes", c.classes}});
+  } else {
+    j.update({{"in_features", c.in_features}, {"layer_ms", c.layer_ms}});
+  }
+  return j;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace gpipe;
+  models::ModelConfig config;
+  int64_t partitions = 1;
+  std::string balance_by = "params";
+  int64_t batch = 8;
+  std::string json_path;
+  double paper_parameters = 0;
+  bool verify_by_building = false;
+
+  CLI::App app{"Parameter count, per-layer table and pipeline balance of a model"};
+  app.add_option("--model", config.name, "Model")
+      ->check(CLI::IsMember(models::model_names()))
+      ->capture_default_str();
+  app.add_option("--layers", config.layers, "L: normal cells / Transformer layers / hidden layers")
+      ->capture_default_str();
+  app.add_option("--filters", config.filters, "AmoebaNet D")->capture_default_str();
+  app.add_option("--classes", config.classes, "Output classes")->capture_default_str();
+  app.add_option("--image-size", config.image_size, "AmoebaNet image side")->capture_default_str();
+  app.add_option("--channels", config.channels, "AmoebaNet input channels")->capture_default_str();
+  app.add_option("--d-model", config.d_model, "Transformer model dimension")->capture_default_str();
+  app.add_option("--ffn", config.ffn, "Transformer feed-forward dimension")->capture_default_str();
+  app.add_option("--heads", config.heads, "Transformer attention heads")->capture_default_str();
+  app.add_option("--vocab", config.vocab, "Transformer vocabulary")->capture_default_str();
+  app.add_option("--seq-len", config.seq_len, "Transformer sequence length")->capture_default_str();
+  app.add_option("--width", config.width, "MLP width")->capture_default_str();
+  app.add_option("--in-features", config.in_features, "MLP / sleep input features")
+      ->capture_default_str();
+  app.add_option("--init-seed", config.init_seed, "Initialisation seed")->capture_default_str();
+  app.add_option("--partitions", partitions, "K: pipeline stages to balance")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--balance-by", balance_by, "Balance by")
+      ->check(CLI::IsMember({"params", "time", "memory"}))
+      ->capture_default_str();
+  app.add_option("--batch", batch, "Micro-batch size profiled for --balance-by time|memory")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--paper-parameters", paper_parameters,
+                 "The paper's parameter count of this configuration, to compare with");
+  app.add_flag("--verify-by-building", verify_by_building,
+               "Also build every layer (one at a time) and check its count against the model's "
+               "count (which is analytic for Transformer-L)");
+  app.add_option("--json", json_path, "Write the results as JSON to this file");
+  CLI11_PARSE(app, argc, argv);
+
+  spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+  try {
+    const auto start = std::chrono::steady_clock::now();
+    const auto builder = models::make_model(config);
+    const auto by = parse_balance_by(balance_by);
+    GPIPE_CHECK(partitions <= builder->num_layers(), ConfigError, "cannot balance ",
+                builder->num_layers(), " layers over ", partitions, " partitions");
+
+    const auto counts = builder->layer_parameters();
+    if (verify_by_building) {
+      for (int64_t i = 0; i < builder->num_layers(); ++i) {
+        const int64_t built = count_parameters({builder->build_layer(i)});
+        GPIPE_CHECK(built == counts[static_cast<size_t>(i)], Error, "layer ", i, " (",
+                    builder->layer_name(i), ") has ", built, " parameters when built but ",
+                    counts[static_cast<size_t>(i)], " counted");
+      }
+      spdlog::info("built every layer: the counts agree");
+    }
+    int64_t total = 0;
+    for (const auto count : counts)
+      total += count;
+    const int64_t element_bytes = static_cast<int64_t>(
+        c10::elementSize(c10::typeMetaToScalarType(torch::get_default_dtype())));
+
+    std::vector<double> costs;
+    if (by == BalanceBy::kParams) {
+      costs.assign(counts.begin(), counts.end());
+    } else {
+      spdlog::info("building all {} layers to profile a micro-batch of {}", counts.size(), batch);
+      const auto layers = builder->build();
+      const auto sample = builder->sample_batch(batch, /*seed=*/0);
+      costs = layer_costs(layers, by, {sample.input});
+    }
+    const auto balance = balance_by_cost(costs, partitions);
+    const auto per_stage = stage_costs(costs, balance);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+    nlohmann::json out;
+    out["model"] = builder->name();
+    out["config"] = config_json(config);
+    out["parameters"] = total;
+    out["parameter_bytes"] = total * element_bytes;
+    out["layers"] = nlohmann::json::array();
+    for (size_t i = 0; i < counts.size(); ++i) {
+      nlohmann::json layer{{"index", i},
+                           {"name", builder->layer_name(static_cast<int64_t>(i))},
+                           {"parameters", counts[i]}};
+      if (by != BalanceBy::kParams) layer["cost"] = costs[i];
+      out["layers"].push_back(layer);
+    }
+    out["counted"] = builder->counts_analytically() ? "analytic" : "built layer by layer";
+    out["verified_by_building"] = verify_by_building;
+    out["partitions"] = partitions;
+    out["balance_by"] = balance_by;
+    out["balance"] = balance;
+    out["stage_costs"] = per_stage;
+    out["seconds"] = seconds;
+    out["peak_rss_bytes"] = peak_rss_bytes();
+    if (paper_parameters > 0) {
+      out["paper_parameters"] = paper_parameters;
+      out["deviation_percent"] = 100.0 * (static_cast<double>(total) / paper_parameters - 1.0);
+    }
+
+    for (size_t i = 0; i < counts.size(); ++i) {
+      spdlog::info("  {:>4} {:<16} {:>14}", i, builder->layer_name(static_cast<int64_t>(i)),
+                   counts[i]);
+    }
+    spdlog::info("{}: {} layers, {} parameters ({:.1f} MiB)", builder->name(), counts.size(), total,
+                 static_cast<double>(total * element_bytes) / (1 << 20));
+    if (paper_parameters > 0) {
+      spdlog::info("paper: {:.0f} parameters; ours differ by {:+.2f}%", paper_parameters,
+                   out["deviation_percent"].get<double>());
+    }
+    std::string balance_text;
+    for (const auto b : balance)
+      balance_text += (balance_text.empty() ? "" : ",") + std::to_string(b);
+    spdlog::info("balance over {} partitions by {}: {} (largest stage cost {:.4g})", partitions,
+                 balance_by, balance_text, max_stage_cost(costs, balance));
+    spdlog::info("took {:.2f} s, peak resident memory {:.1f} MiB", seconds,
+                 static_cast<double>(out["peak_rss_bytes"].get<int64_t>()) / (1 << 20));
+
+    if (!json_path.empty()) {
+      std::ofstream file(json_path);
+      GPIPE_CHECK(file.good(), ConfigError, "cannot write --json file '", json_path, "'");
+      file << out.dump(2) << "\n";
+      spdlog::info("wrote {}", json_path);
+    }
+  } catch (const gpipe::Error& e) {
+    spdlog::error("{}", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    spdlog::error("{}", describe_exception(std::current_exception()));
+    return 1;
+  }
+  return 0;
+}
