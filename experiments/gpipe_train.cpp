@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
                  result.throughput_samples_per_s, result.bubble_fraction);
     if (!options.json.empty() && trainer.reports()) {
       auto json = result.to_json();
-      json["model"] = options.model;
+      json["model"] = options.model.name;
       json["chunks"] = options.chunks;
       json["schedule"] = options.schedule;
       json["checkpoint"] = options.checkpoint;

@@ -3,23 +3,49 @@
 namespace gpipe::train {
 
 void add_train_flags(CLI::App& app, TrainOptions& o) {
-  app.add_option("--model", o.model, "mlp | sleep")->capture_default_str()->group("Model");
-  app.add_option("--layers", o.layers, "number of layers (mlp: hidden layers)")
+  auto& m = o.model;
+  const char* model = "Model";
+  app.add_option("--model", m.name, "mlp | sleep | amoebanet-d | amoebanet-b | transformer-l")
       ->capture_default_str()
-      ->group("Model");
-  app.add_option("--width", o.width, "mlp hidden width")->capture_default_str()->group("Model");
-  app.add_option("--in-features", o.in_features, "mlp/sleep input features")
+      ->group(model);
+  app.add_option("--layers", m.layers,
+                 "AmoebaNet: normal cells L; Transformer-L: layers; mlp: hidden layers")
       ->capture_default_str()
-      ->group("Model");
-  app.add_option("--classes", o.classes, "number of classes")
+      ->group(model);
+  app.add_option("--filters", m.filters, "AmoebaNet: filters D (a multiple of 16)")
       ->capture_default_str()
-      ->group("Model");
-  app.add_option("--layer-ms", o.layer_ms, "sleep model: forward ms per layer (backward 2x)")
+      ->group(model);
+  app.add_option("--classes", m.classes, "output classes")->capture_default_str()->group(model);
+  app.add_option("--image-size", m.image_size, "AmoebaNet input size (square)")
       ->capture_default_str()
-      ->group("Model");
-  app.add_option("--dropout", o.dropout, "dropout probability")
+      ->group(model);
+  app.add_option("--channels", m.channels, "AmoebaNet input channels")
       ->capture_default_str()
-      ->group("Model");
+      ->group(model);
+  app.add_option("--d-model", m.d_model, "Transformer-L model dimension")
+      ->capture_default_str()
+      ->group(model);
+  app.add_option("--ffn", m.ffn, "Transformer-L feed-forward dimension")
+      ->capture_default_str()
+      ->group(model);
+  app.add_option("--heads", m.heads, "Transformer-L attention heads")
+      ->capture_default_str()
+      ->group(model);
+  app.add_option("--vocab", m.vocab, "Transformer-L vocabulary")->capture_default_str()->group(model);
+  app.add_option("--seq-len", m.seq_len, "Transformer-L sequence length")
+      ->capture_default_str()
+      ->group(model);
+  app.add_option("--dropout", m.dropout, "dropout probability")->capture_default_str()->group(model);
+  app.add_option("--drop-path", m.drop_path, "AmoebaNet drop-path probability")
+      ->capture_default_str()
+      ->group(model);
+  app.add_option("--width", m.width, "mlp hidden width")->capture_default_str()->group(model);
+  app.add_option("--in-features", m.in_features, "mlp/sleep input features")
+      ->capture_default_str()
+      ->group(model);
+  app.add_option("--layer-ms", m.layer_ms, "sleep model: forward ms per layer (backward 2x)")
+      ->capture_default_str()
+      ->group(model);
 
   app.add_option("--partitions,-K", o.partitions, "number of stages K (auto-balanced)")
       ->group("Pipeline");

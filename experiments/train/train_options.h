@@ -9,17 +9,14 @@
 
 #include <string>
 
+#include "gpipe/models/registry.h"
+
 namespace gpipe::train {
 
 struct TrainOptions {
-  // Model.
-  std::string model = "mlp";  // mlp | sleep
-  int64_t layers = 8;
-  int64_t width = 512;
-  int64_t in_features = 64;
-  int64_t classes = 10;
-  double layer_ms = 4.0;
-  double dropout = 0.0;
+  TrainOptions() { model.name = "mlp"; }
+
+  models::ModelConfig model;
   // Pipeline.
   int64_t partitions = 0;  // 0: from --balance, or 1
   std::string balance;     // "a,b,..": layers per stage

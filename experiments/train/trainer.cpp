@@ -1,32 +1,14 @@
 #include "train/trainer.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <spdlog/spdlog.h>
-
-#include "common/cli.h"
-#include "gpipe/errors.h"
-#include "gpipe/models/mlp.h"
-#include "gpipe/models/sleep.h"
-#include "gpipe/profile.h"
 
 #include <cstdlib>
 
+#include "common/cli.h"
+#include "gpipe/errors.h"
+#include "gpipe/profile.h"
+
 namespace gpipe::train {
-namespace {
-
-LayerList build_layers(const TrainOptions& o) {
-  torch::manual_seed(static_cast<uint64_t>(o.seed));
-  if (o.model == "mlp") {
-    return models::make_mlp(
-        models::MlpOptions(o.in_features, o.width, o.layers, o.classes).dropout(o.dropout));
-  }
-  if (o.model == "sleep")
-    return models::make_sleep_model(models::SleepOptions(o.layers, o.layer_ms));
-  throw ConfigError(c10::str("unknown model '", o.model, "': expected mlp or sleep"));
-}
-
-}  // namespace
-
 nlohmann::json TrainResult::to_json() const {
   return {{"losses", losses},
           {"step_seconds", step_seconds},
@@ -43,14 +25,13 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   const auto& o = options_;
   GPIPE_CHECK(o.batch_size >= 1, ConfigError, "--batch-size must be >= 1, got ", o.batch_size);
   GPIPE_CHECK(o.steps >= 1, ConfigError, "--steps must be >= 1, got ", o.steps);
-  GPIPE_CHECK(o.layers >= 1, ConfigError, "--layers must be >= 1, got ", o.layers);
   GPIPE_CHECK(o.chunks >= 1 && o.chunks <= o.batch_size, ConfigError, "--chunks ", o.chunks,
               " must be between 1 and --batch-size ", o.batch_size);
   GPIPE_CHECK(o.comm_timeout > 0, ConfigError, "--comm-timeout must be > 0 s, got ",
               o.comm_timeout);
-  if (o.model == "sleep") options_.classes = o.in_features;  // sleep layers keep the width
-  layers_ = build_layers(options_);
-  total_layers_ = static_cast<int64_t>(layers_.size());
+  options_.model.init_seed = o.seed;
+  builder_ = models::make_model(options_.model);
+  total_layers_ = builder_->num_layers();
   resolve_balance();
 
   PipelineOptions pipe_options(balance_);
@@ -61,7 +42,8 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
       .threads_per_device(o.threads_per_device);
   if (!o.devices.empty()) pipe_options.devices(cli::parse_strings(o.devices));
   if (!o.distributed) {
-    pipeline_ = std::make_unique<Pipeline>(layers_, pipe_options);
+    if (layers_.empty()) layers_ = builder_->build();
+    pipeline_ = std::make_unique<Pipeline>(layers_, pipe_options, builder_->loss());
   } else {
     const auto env = distributed::Env::from_environment();
     const auto K = static_cast<int64_t>(balance_.size());
@@ -85,15 +67,13 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
       const int processes = local != nullptr ? std::max(1, std::atoi(local)) : 1;
       pipe_options.threads_per_device(std::max(1, hardware_threads() / processes));
     }
-    // Keep only this stage's layers: the others live in other processes.
+    // Build only this stage's layers: the others live in other processes.
     const int64_t stage = context_->stage();
     const auto offsets = stage_offsets(balance_, total_layers_);
-    LayerList mine(layers_.begin() + offsets[stage],
-                   layers_.begin() + offsets[stage] + balance_[stage]);
-    layers_ = std::move(mine);
+    layers_ = builder_->build_range(offsets[stage], offsets[stage] + balance_[stage]);
     pipeline_ = std::make_unique<Pipeline>(
         layers_, pipe_options, stage, std::make_unique<distributed::ProcessGroupTransport>(*context_),
-        context_.get());
+        context_.get(), builder_->loss());
   }
   const double lr = o.lr, momentum = o.momentum;
   pipeline_->set_optimizer([lr, momentum](std::vector<torch::Tensor> params) {
@@ -119,30 +99,30 @@ void Trainer::resolve_balance() {
   GPIPE_CHECK(!o.distributed || by == BalanceBy::kParams, ConfigError,
               "--distributed needs --balance a,b,.. or --balance-by params (got --balance-by ",
               o.balance_by, ", whose profile would differ between processes)");
-  const auto sample =
-      synthetic_batch(0).first.narrow(0, 0, (o.batch_size + o.chunks - 1) / o.chunks);
-  balance_ = K == 1 ? std::vector<int64_t>{total_layers_} : auto_balance(layers_, K, by, {sample});
-}
-
-std::pair<torch::Tensor, torch::Tensor> Trainer::shard(const torch::Tensor& x,
-                                                       const torch::Tensor& y) const {
-  if (context_ == nullptr || context_->replicas() == 1) return {x, y};
-  const int64_t rows = x.size(0) / context_->replicas();
-  const int64_t begin = context_->replica() * rows;
-  return {x.narrow(0, begin, rows), y.narrow(0, begin, rows)};
-}
-
-std::pair<torch::Tensor, torch::Tensor> Trainer::synthetic_batch(int64_t step) {
-  auto generator = at::make_generator<at::CPUGeneratorImpl>(
-      mix_seed(options_.seed, step, /*microbatch=*/-1, /*layer=*/-1));
-  if (!teacher_.defined()) {
-    auto teacher_gen =
-        at::make_generator<at::CPUGeneratorImpl>(mix_seed(options_.seed, -1, -1, -1));
-    teacher_ = torch::randn({options_.in_features, options_.classes}, teacher_gen);
+  if (K == 1) {
+    balance_ = {total_layers_};
+  } else if (by == BalanceBy::kParams) {
+    // Counted layer by layer: no need to hold the model.
+    std::vector<double> costs;
+    for (int64_t count : builder_->layer_parameters()) costs.push_back(static_cast<double>(count));
+    balance_ = balance_by_cost(costs, K);
+  } else {
+    layers_ = builder_->build();
+    const auto sample = builder_->sample_batch((o.batch_size + o.chunks - 1) / o.chunks, o.seed);
+    balance_ = auto_balance(layers_, K, by, {sample.input});
   }
-  auto x = torch::randn({options_.batch_size, options_.in_features}, generator);
-  auto y = torch::matmul(x, teacher_).argmax(1);
-  return {x, y};
+}
+
+models::SampleBatch Trainer::shard(models::SampleBatch batch) const {
+  if (context_ == nullptr || context_->replicas() == 1) return batch;
+  const int64_t rows = batch.input.size(0) / context_->replicas();
+  const int64_t begin = context_->replica() * rows;
+  return {batch.input.narrow(0, begin, rows), batch.target.narrow(0, begin, rows)};
+}
+
+models::SampleBatch Trainer::synthetic_batch(int64_t step) const {
+  return builder_->sample_batch(options_.batch_size,
+                                mix_seed(options_.seed, step, /*microbatch=*/-1, /*layer=*/-1));
 }
 
 TrainResult Trainer::run() {
@@ -155,14 +135,14 @@ TrainResult Trainer::run() {
         std::llround(context_->sum_over_stages(static_cast<double>(result.parameters))));
   }
   if (reports()) spdlog::info("model {} ({} layers, {} parameters), balance {}, M={}, checkpoint {}, schedule {}",
-               o.model, layers_.size(), result.parameters, c10::Join(",", balance_), o.chunks,
+               o.model.name, total_layers_, result.parameters, c10::Join(",", balance_), o.chunks,
                o.checkpoint, o.schedule);
   double timed_seconds = 0;
   int64_t timed_samples = 0;
   for (int64_t step = 0; step < o.steps; ++step) {
-    auto [x, y] = shard(synthetic_batch(step).first, synthetic_batch(step).second);
+    const auto batch = shard(synthetic_batch(step));
     const auto start = std::chrono::steady_clock::now();
-    const double loss = pipeline_->train_step(x, y);
+    const double loss = pipeline_->train_step(batch.input, batch.target);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result.losses.push_back(loss);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gpipe/distributed.h"
+#include "gpipe/models/model.h"
 #include "gpipe/pipeline.h"
 #include "train/train_options.h"
 
@@ -44,17 +45,17 @@ class Trainer {
  private:
   void resolve_balance();
   // This replica's rows of the global mini-batch.
-  std::pair<torch::Tensor, torch::Tensor> shard(const torch::Tensor& x, const torch::Tensor& y) const;
+  models::SampleBatch shard(models::SampleBatch batch) const;
   // One synthetic mini-batch for `step`: a pure function of (seed, step).
-  std::pair<torch::Tensor, torch::Tensor> synthetic_batch(int64_t step);
+  models::SampleBatch synthetic_batch(int64_t step) const;
 
   TrainOptions options_;
+  std::unique_ptr<models::ModelBuilder> builder_;
   std::unique_ptr<distributed::Context> context_;
   LayerList layers_;  // every layer in-process; this stage's layers in a distributed run
   int64_t total_layers_ = 0;
   std::vector<int64_t> balance_;
   std::unique_ptr<Pipeline> pipeline_;
-  torch::Tensor teacher_;  // labels = argmax(x @ teacher): a task the MLP can learn
 };
 
 }  // namespace gpipe::train
