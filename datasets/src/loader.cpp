@@ -67,6 +67,13 @@ void Loader::begin_epoch(int64_t epoch, int64_t start_batch) {
   work_ready_.notify_all();
 }
 
+void Loader::end_epoch() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  live_generation_ = ++generation_;
+  next_to_claim_ = next_to_return_ = batches_per_epoch();
+  ready_.clear();
+}
+
 bool Loader::abandoned(uint64_t generation) const {
   return live_generation_.load() != generation;
 }

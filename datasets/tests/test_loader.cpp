@@ -136,6 +136,25 @@ TEST(Loader, BeginningAnotherEpochAbandonsTheOldOne) {
   EXPECT_EQ(loader.batch_index(), 10);
 }
 
+TEST(Loader, EndEpochStopsTheWorkers) {
+  auto data = std::make_shared<ProbeDataset>(400, -1, /*sleep_ms=*/2);
+  Loader loader(data, LoaderOptions(4).workers(2));
+  loader.begin_epoch(0);
+  ASSERT_TRUE(loader.next().has_value());
+  loader.end_epoch();
+  EXPECT_FALSE(loader.next().has_value());
+  EXPECT_EQ(loader.batch_index(), loader.batches_per_epoch());
+  // Samples in progress finish; nothing new starts.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const int64_t settled = data->calls.load();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(data->calls.load(), settled);
+  EXPECT_LT(settled, 40);
+  // And the loader can start again.
+  loader.begin_epoch(1);
+  EXPECT_TRUE(loader.next().has_value());
+}
+
 TEST(Loader, PrefetchIsBounded) {
   auto data = std::make_shared<ProbeDataset>(100);
   Loader loader(data, LoaderOptions(2).workers(2).prefetch(3));

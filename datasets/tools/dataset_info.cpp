@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <thread>
@@ -177,6 +178,12 @@ json report_split(const Args& args, Split split) {
   return out;
 }
 
+double process_cpu_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
+
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const size_t m = values.size() / 2;
@@ -204,34 +211,49 @@ json benchmark(const Args& args) {
 
   at::set_num_threads(1);
   cv::setNumThreads(0);
+  // Each run gives images per second of wall time and CPU seconds (all threads) per image.
+  struct Run {
+    double rate;
+    double cpu_ms_per_image;
+  };
   auto single_thread = [&] {
     const auto start = Clock::now();
+    const double cpu_start = process_cpu_seconds();
     for (int64_t i : order) {
       auto rng = gpipe::datasets::Rng::for_sample(args.seed, 0, i);
       dataset->get(i, rng);
     }
-    return count / std::chrono::duration<double>(Clock::now() - start).count();
+    return Run{count / std::chrono::duration<double>(Clock::now() - start).count(),
+               1e3 * (process_cpu_seconds() - cpu_start) / count};
   };
   auto with_loader = [&] {
     const auto start = Clock::now();
+    const double cpu_start = process_cpu_seconds();
     loader.begin_epoch(0);
     int64_t seen = 0;
     for (int64_t b = 0; b < batches; ++b)
       seen += loader.next()->size();
-    const double rate = seen / std::chrono::duration<double>(Clock::now() - start).count();
-    loader.begin_epoch(0);  // the rest of the epoch is not wanted
-    return rate;
+    const Run run{seen / std::chrono::duration<double>(Clock::now() - start).count(),
+                  1e3 * (process_cpu_seconds() - cpu_start) / seen};
+    loader.end_epoch();  // the rest of the epoch is not wanted: stop the workers
+    return run;
   };
   spdlog::info("benchmark: {} images of {} at {}x{}, batches of {}, warming up", count,
                args.dataset, dataset->example_shape()[1], dataset->example_shape()[2],
                args.batch_size);
   single_thread();  // warm-up: file cache, decoder and allocator state
-  std::vector<double> single_runs, loader_runs;
+  std::vector<double> single_runs, loader_runs, single_cpu, loader_cpu;
   for (int64_t r = 0; r < args.repeats; ++r) {
-    single_runs.push_back(single_thread());
-    loader_runs.push_back(with_loader());
-    spdlog::info("run {}: single thread {:.1f} images/s, loader with {} workers {:.1f} images/s",
-                 r + 1, single_runs.back(), args.workers, loader_runs.back());
+    const auto one = single_thread();
+    const auto many = with_loader();
+    single_runs.push_back(one.rate);
+    loader_runs.push_back(many.rate);
+    single_cpu.push_back(one.cpu_ms_per_image);
+    loader_cpu.push_back(many.cpu_ms_per_image);
+    spdlog::info(
+        "run {}: single thread {:.1f} images/s ({:.2f} CPU ms/image), loader with {} workers "
+        "{:.1f} images/s ({:.2f} CPU ms/image)",
+        r + 1, one.rate, one.cpu_ms_per_image, args.workers, many.rate, many.cpu_ms_per_image);
   }
   const double single = median(single_runs);
   const double rate = median(loader_runs);
@@ -249,6 +271,10 @@ json benchmark(const Args& args) {
   out["efficiency_vs_workers_x_single_thread"] = rate / (args.workers * single);
   out["single_thread_runs"] = single_runs;
   out["loader_runs"] = loader_runs;
+  // CPU time of the whole process per image: equal in both modes means the loader adds no
+  // work, so its wall-time rate is limited only by the cores it gets.
+  out["single_thread_cpu_ms_per_image"] = median(single_cpu);
+  out["loader_cpu_ms_per_image"] = median(loader_cpu);
   out["hardware_threads"] = std::thread::hardware_concurrency();
   std::cout << "single-thread decode+transform: " << single << " images/s (median of "
             << args.repeats << ")\n"

@@ -57,6 +57,9 @@ class Loader {
   // Starts epoch `epoch` at batch `start_batch` (0 <= start_batch <= batches_per_epoch()),
   // abandoning whatever the previous epoch still had in flight.
   void begin_epoch(int64_t epoch, int64_t start_batch = 0);
+  // Ends the current epoch early: the work in flight is abandoned, the workers wait for the
+  // next begin_epoch, and next() returns nullopt until then.
+  void end_epoch();
   // The next batch of the current epoch, or nullopt when it is over. Rethrows the exception of
   // a batch whose loading failed. Throws ConfigError before the first begin_epoch.
   std::optional<Batch> next();
