@@ -184,6 +184,14 @@ double process_cpu_seconds() {
   return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
 }
 
+// The 1-minute load average: other work on the machine skews the benchmark.
+double load_average() {
+  std::ifstream file("/proc/loadavg");
+  double load = -1;
+  file >> load;
+  return load;
+}
+
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const size_t m = values.size() / 2;
@@ -241,6 +249,7 @@ json benchmark(const Args& args) {
   spdlog::info("benchmark: {} images of {} at {}x{}, batches of {}, warming up", count,
                args.dataset, dataset->example_shape()[1], dataset->example_shape()[2],
                args.batch_size);
+  const double load_before = load_average();
   single_thread();  // warm-up: file cache, decoder and allocator state
   std::vector<double> single_runs, loader_runs, single_cpu, loader_cpu;
   for (int64_t r = 0; r < args.repeats; ++r) {
@@ -276,6 +285,8 @@ json benchmark(const Args& args) {
   out["single_thread_cpu_ms_per_image"] = median(single_cpu);
   out["loader_cpu_ms_per_image"] = median(loader_cpu);
   out["hardware_threads"] = std::thread::hardware_concurrency();
+  out["load_average_before"] = load_before;
+  out["load_average_after"] = load_average();
   std::cout << "single-thread decode+transform: " << single << " images/s (median of "
             << args.repeats << ")\n"
             << "loader, " << args.workers << " workers:           " << rate
