@@ -1,0 +1,21 @@
+// Everything a user of the data area needs, in one include.
+#pragma once
+
+#include "gpipe/datasets/batch.h"
+#include "gpipe/datasets/cifar.h"
+#include "gpipe/datasets/dataset.h"
+#include "gpipe/datasets/errors.h"
+#include "gpipe/datasets/factory.h"
+#include "gpipe/datasets/idx.h"
+#include "gpipe/datasets/image.h"
+#include "gpipe/datasets/image_folder.h"
+#include "gpipe/datasets/jpeg_folder.h"
+#include "gpipe/datasets/loader.h"
+#include "gpipe/datasets/mnist.h"
+#include "gpipe/datasets/normalization.h"
+#include "gpipe/datasets/rng.h"
+#include "gpipe/datasets/source.h"
+#include "gpipe/datasets/split.h"
+#include "gpipe/datasets/stats.h"
+#include "gpipe/datasets/synthetic.h"
+#include "gpipe/datasets/transform.h"

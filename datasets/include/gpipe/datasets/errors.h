@@ -1,0 +1,35 @@
+// Typed exceptions of the data area.
+//
+// Why this file exists: a missing folder, a truncated download or one corrupt JPEG among a
+// million must be reported as such, naming the file and where in it things went wrong (byte
+// offset, record or line), and a caller must be able to tell bad data from a bad configuration
+// (gpipe::ConfigError) and from a single undecodable image that it may choose to skip.
+#pragma once
+
+#include <string>
+#include <utility>
+
+#include "gpipe/errors.h"
+
+namespace gpipe::datasets {
+
+// Data that cannot be used: a missing file or folder, an empty class folder, a truncated or
+// corrupt file, a label out of range. The message names the file and the offset or line.
+class DataError : public Error {
+ public:
+  using Error::Error;
+};
+
+// One image that cannot be read or decoded. Datasets built with skip_bad skip it (and count it);
+// otherwise it reaches the caller like any DataError.
+class BadImageError : public DataError {
+ public:
+  BadImageError(const std::string& what, std::string path)
+      : DataError(what), path_(std::move(path)) {}
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace gpipe::datasets
