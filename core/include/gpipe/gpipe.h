@@ -3,6 +3,7 @@
 
 #include "gpipe/activations.h"
 #include "gpipe/batchnorm.h"
+#include "gpipe/checkpoint.h"
 #include "gpipe/device.h"
 #include "gpipe/distributed.h"
 #include "gpipe/dropout.h"

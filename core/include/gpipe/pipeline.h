@@ -98,7 +98,9 @@ class Pipeline {
 
   // One optimizer per stage over that stage's parameters, created and stepped on its thread.
   void set_optimizer(const OptimizerFactory& factory);
+  // The optimizer of local stage `stage` (global index).
   torch::optim::Optimizer& optimizer(int64_t stage);
+  bool has_optimizer() const { return !optimizers_.empty(); }
   // Sets the learning rate of every parameter group of every stage's optimizer.
   void set_learning_rate(double lr);
   // Clips the global gradient norm (over all stages) to `max_norm` before each step; 0 is off.

@@ -1,0 +1,264 @@
+#include "gpipe/checkpoint.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <type_traits>
+
+#include "gpipe/errors.h"
+
+namespace gpipe {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr const char* kFormat = "gpipe-stage-shard-v1";
+
+// The optimizer's state map is keyed by a string of the TensorImpl address in LibTorch 1.x and
+// by the address itself in later versions; derive the key from the map's own key type.
+template <typename Map>
+typename Map::key_type state_key(const Map&, const torch::Tensor& p) {
+  using Key = typename Map::key_type;
+  if constexpr (std::is_same_v<Key, std::string>) {
+    return c10::guts::to_string(p.unsafeGetTensorImpl());
+  } else {
+    return reinterpret_cast<Key>(p.unsafeGetTensorImpl());
+  }
+}
+
+torch::Tensor step_tensor(int64_t step) { return torch::full({}, step, torch::kLong); }
+
+// Optimizer state of one parameter as named tensors ({} when it has none yet).
+std::map<std::string, torch::Tensor> state_of(torch::optim::Optimizer& optimizer,
+                                              const torch::Tensor& p) {
+  auto& states = optimizer.state();
+  auto it = states.find(state_key(states, p));
+  if (it == states.end()) return {};
+  auto* state = it->second.get();
+  std::map<std::string, torch::Tensor> out;
+  auto put = [&](const char* field, const torch::Tensor& t) {
+    if (t.defined()) out[field] = t;
+  };
+  if (auto* s = dynamic_cast<torch::optim::SGDParamState*>(state)) {
+    put("momentum_buffer", s->momentum_buffer());
+  } else if (auto* s = dynamic_cast<torch::optim::RMSpropParamState*>(state)) {
+    out["step"] = step_tensor(s->step());
+    put("square_avg", s->square_avg());
+    put("momentum_buffer", s->momentum_buffer());
+    put("grad_avg", s->grad_avg());
+  } else if (auto* s = dynamic_cast<torch::optim::AdamParamState*>(state)) {
+    out["step"] = step_tensor(s->step());
+    put("exp_avg", s->exp_avg());
+    put("exp_avg_sq", s->exp_avg_sq());
+    put("max_exp_avg_sq", s->max_exp_avg_sq());
+  } else if (auto* s = dynamic_cast<torch::optim::AdamWParamState*>(state)) {
+    out["step"] = step_tensor(s->step());
+    put("exp_avg", s->exp_avg());
+    put("exp_avg_sq", s->exp_avg_sq());
+    put("max_exp_avg_sq", s->max_exp_avg_sq());
+  }
+  return out;
+}
+
+torch::Tensor field(const std::map<std::string, torch::Tensor>& fields, const char* name,
+                    const torch::Tensor& like) {
+  auto it = fields.find(name);
+  if (it == fields.end()) return torch::Tensor();
+  return it->second.to(like.device(), it->second.scalar_type());
+}
+
+int64_t step_field(const std::map<std::string, torch::Tensor>& fields) {
+  auto it = fields.find("step");
+  return it == fields.end() ? 0 : it->second.item<int64_t>();
+}
+
+void restore_state(torch::optim::Optimizer& optimizer, const torch::Tensor& p,
+                   const std::map<std::string, torch::Tensor>& f, const std::string& name) {
+  std::unique_ptr<torch::optim::OptimizerParamState> state;
+  const std::string kind = optimizer_kind(optimizer);
+  auto require = [&](bool ok, const char* expected) {
+    GPIPE_CHECK(ok, ConfigError, "the checkpoint's optimizer state of '", name,
+                "' does not fit this run's ", kind, " optimizer (expected ", expected,
+                "); resume with the optimizer it was saved with, or fine-tune from it");
+  };
+  if (kind == "sgd") {
+    require(f.count("momentum_buffer") == f.size(), "momentum_buffer");
+    auto s = std::make_unique<torch::optim::SGDParamState>();
+    s->momentum_buffer(field(f, "momentum_buffer", p));
+    state = std::move(s);
+  } else if (kind == "rmsprop") {
+    require(f.count("square_avg") == 1, "square_avg");
+    auto s = std::make_unique<torch::optim::RMSpropParamState>();
+    s->step(step_field(f));
+    s->square_avg(field(f, "square_avg", p));
+    s->momentum_buffer(field(f, "momentum_buffer", p));
+    s->grad_avg(field(f, "grad_avg", p));
+    state = std::move(s);
+  } else if (kind == "adam" || kind == "adamw") {
+    require(f.count("exp_avg") == 1 && f.count("exp_avg_sq") == 1, "exp_avg and exp_avg_sq");
+    if (kind == "adam") {
+      auto s = std::make_unique<torch::optim::AdamParamState>();
+      s->step(step_field(f));
+      s->exp_avg(field(f, "exp_avg", p));
+      s->exp_avg_sq(field(f, "exp_avg_sq", p));
+      s->max_exp_avg_sq(field(f, "max_exp_avg_sq", p));
+      state = std::move(s);
+    } else {
+      auto s = std::make_unique<torch::optim::AdamWParamState>();
+      s->step(step_field(f));
+      s->exp_avg(field(f, "exp_avg", p));
+      s->exp_avg_sq(field(f, "exp_avg_sq", p));
+      s->max_exp_avg_sq(field(f, "max_exp_avg_sq", p));
+      state = std::move(s);
+    }
+  } else {
+    throw ConfigError(c10::str("cannot restore optimizer state into a '", kind, "' optimizer"));
+  }
+  auto& states = optimizer.state();
+  states[state_key(states, p)] = std::move(state);
+}
+
+}  // namespace
+
+std::string optimizer_kind(torch::optim::Optimizer& optimizer) {
+  if (dynamic_cast<torch::optim::SGD*>(&optimizer)) return "sgd";
+  if (dynamic_cast<torch::optim::RMSprop*>(&optimizer)) return "rmsprop";
+  if (dynamic_cast<torch::optim::AdamW*>(&optimizer)) return "adamw";
+  if (dynamic_cast<torch::optim::Adam*>(&optimizer)) return "adam";
+  return "unknown";
+}
+
+void save_stage_shards(Pipeline& pipeline, const std::string& dir) {
+  const auto named = pipeline.named_parameters();
+  const auto buffers = pipeline.named_buffers();
+  for (int64_t i = 0; i < pipeline.num_local_stages(); ++i) {
+    const int64_t s = pipeline.first_local_stage() + i;
+    auto& stage = pipeline.stage(s);
+    // Names owned by this stage: parameters and buffers of its layers.
+    std::vector<std::string> names;
+    std::vector<torch::Tensor> tensors;
+    auto owned = [&](const torch::Tensor& t) {
+      for (const auto& p : stage.parameters()) {
+        if (p.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return true;
+      }
+      return false;
+    };
+    const bool has_optimizer = pipeline.has_optimizer();
+    for (const auto& [name, p] : named) {
+      if (!owned(p)) continue;
+      names.push_back("param:" + name);
+      tensors.push_back(p.detach().cpu());
+      if (!has_optimizer) continue;
+      for (const auto& [key, value] : state_of(pipeline.optimizer(s), p)) {
+        names.push_back("optim:" + name + ":" + key);
+        tensors.push_back(value.detach().cpu());
+      }
+    }
+    const int64_t first = stage.first_layer();
+    const int64_t last = first + static_cast<int64_t>(stage.layers().size());
+    for (const auto& [name, b] : buffers) {
+      const int64_t layer = std::stoll(name.substr(0, name.find('.')));
+      if (layer < first || layer >= last || !b.defined()) continue;
+      names.push_back("buffer:" + name);
+      tensors.push_back(b.detach().cpu());
+    }
+    torch::serialize::OutputArchive archive;
+    archive.write("format", c10::IValue(std::string(kFormat)));
+    archive.write("names", c10::IValue(c10::List<std::string>(names)));
+    for (size_t t = 0; t < tensors.size(); ++t) archive.write("t" + std::to_string(t), tensors[t]);
+    const auto path = fs::path(dir) / ("stage-" + std::to_string(s) + ".pt");
+    const auto tmp = fs::path(path.string() + ".tmp");
+    try {
+      archive.save_to(tmp.string());
+    } catch (const std::exception& e) {
+      throw Error(c10::str("cannot write checkpoint shard '", tmp.string(), "': ", e.what()));
+    }
+    fs::rename(tmp, path);
+  }
+}
+
+LoadReport load_stage_shards(Pipeline& pipeline, const std::string& dir,
+                             const LoadOptions& options) {
+  GPIPE_CHECK(fs::is_directory(dir), ConfigError, "checkpoint folder '", dir, "' does not exist");
+  // Every tensor of every shard, by name.
+  std::map<std::string, torch::Tensor> saved;
+  int shards = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const auto file = entry.path().filename().string();
+    if (file.rfind("stage-", 0) != 0 || entry.path().extension() != ".pt") continue;
+    ++shards;
+    torch::serialize::InputArchive archive;
+    c10::IValue format, names;
+    try {
+      archive.load_from(entry.path().string());
+      archive.read("format", format);
+      archive.read("names", names);
+    } catch (const std::exception& e) {
+      throw Error(c10::str("checkpoint shard '", entry.path().string(),
+                           "' is corrupt or not a gpipe checkpoint: ",
+                           std::string(e.what()).substr(0, 200)));
+    }
+    GPIPE_CHECK(format.isString() && format.toStringRef() == kFormat, Error, "'",
+                entry.path().string(), "' is not a gpipe stage shard (format ",
+                format.isString() ? format.toStringRef() : "?", ")");
+    const auto list = names.toList();
+    for (size_t t = 0; t < list.size(); ++t) {
+      torch::Tensor value;
+      archive.read("t" + std::to_string(t), value);
+      saved[list.get(t).toStringRef()] = value;
+    }
+  }
+  GPIPE_CHECK(shards > 0, ConfigError, "checkpoint folder '", dir, "' holds no stage-*.pt shard");
+
+  LoadReport report;
+  torch::NoGradGuard no_grad;
+  const bool with_optimizer = options.optimizer() && pipeline.has_optimizer();
+  const auto named = pipeline.named_parameters();
+  for (const auto& [name, p] : named) {
+    auto it = saved.find("param:" + name);
+    GPIPE_CHECK(it != saved.end(), ConfigError, "the checkpoint in '", dir, "' has no parameter '",
+                name, "': it was saved from another model or configuration");
+    if (it->second.sizes() != p.sizes()) {
+      GPIPE_CHECK(options.skip_mismatched_shapes(), ConfigError, "parameter '", name,
+                  "' has shape ", p.sizes(), " but the checkpoint in '", dir, "' holds ",
+                  it->second.sizes(), ": it was saved from another model or configuration");
+      report.skipped.push_back(name);
+      continue;
+    }
+    p.detach().copy_(it->second);
+    ++report.loaded;
+    if (!with_optimizer) continue;
+    std::map<std::string, torch::Tensor> fields;
+    const std::string prefix = "optim:" + name + ":";
+    for (auto f = saved.lower_bound(prefix); f != saved.end() && f->first.rfind(prefix, 0) == 0;
+         ++f) {
+      fields[f->first.substr(prefix.size())] = f->second;
+    }
+    if (fields.empty()) continue;
+    // The stage that owns p.
+    for (int64_t s = pipeline.first_local_stage();
+         s < pipeline.first_local_stage() + pipeline.num_local_stages(); ++s) {
+      for (const auto& q : pipeline.stage(s).parameters()) {
+        if (q.unsafeGetTensorImpl() == p.unsafeGetTensorImpl()) {
+          restore_state(pipeline.optimizer(s), p, fields, name);
+        }
+      }
+    }
+  }
+  for (const auto& [name, b] : pipeline.named_buffers()) {
+    if (!b.defined()) continue;
+    auto it = saved.find("buffer:" + name);
+    GPIPE_CHECK(it != saved.end(), ConfigError, "the checkpoint in '", dir, "' has no buffer '",
+                name, "': it was saved from another model or configuration");
+    if (it->second.sizes() != b.sizes()) {
+      GPIPE_CHECK(options.skip_mismatched_shapes(), ConfigError, "buffer '", name, "' has shape ",
+                  b.sizes(), " but the checkpoint holds ", it->second.sizes());
+      report.skipped.push_back(name);
+      continue;
+    }
+    b.detach().copy_(it->second);
+    ++report.loaded;
+  }
+  return report;
+}
+
+}  // namespace gpipe
