@@ -1,7 +1,14 @@
 // gpipe_train: trains a model with the GPipe engine.
 //
-//   gpipe_train --model mlp --layers 8 --width 512 --partitions 2 --chunks 8 --steps 20
-//   gpipe_train --model sleep --layers 8 --layer-ms 4 --partitions 4 --chunks 8 --trace t.json
+//   gpipe_train --preset fashion-mnist-cpu --output-dir runs/fmnist      # what run_amoebanet.sh
+//   runs gpipe_train --model amoebanet-d --layers 6 --filters 16 --dataset cifar10 --data-dir DIR
+//               --partitions 2 --chunks 4 --epochs 10 --checkpoint-dir ckpt --save-every 500
+//   gpipe_train --model transformer-l --optimizer adam --partitions 4 --chunks 8 --steps 100
+//   scripts/launch.sh --nproc-per-node 2 -- gpipe_train --distributed --balance 3,3 ...
+//
+// Any flag may also come from a TOML file (--config FILE) or a preset of experiments/presets
+// (--preset NAME); flags on the command line win. Exit status: 0 done, 2 bad flags or data,
+// 1 a failure while training (a non-finite loss included; the last good checkpoint is kept).
 #include <spdlog/spdlog.h>
 
 #include "common/cli.h"
@@ -9,23 +16,50 @@
 #include "train/trainer.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"gpipe_train: pipeline-parallel training with GPipe"};
-  gpipe::train::TrainOptions options;
-  gpipe::train::add_train_flags(app, options);
-  return gpipe::cli::run_main(app, argc, argv, [&] {
-    gpipe::train::Trainer trainer(options);
-    const auto result = trainer.run();
-    if (trainer.reports()) spdlog::info("throughput {:.1f} samples/s, bubble {:.3f} (last step)",
-                 result.throughput_samples_per_s, result.bubble_fraction);
-    if (!options.json.empty() && trainer.reports()) {
-      auto json = result.to_json();
-      json["model"] = options.model.name;
-      json["chunks"] = options.chunks;
-      json["schedule"] = options.schedule;
-      json["checkpoint"] = options.checkpoint;
-      json["batch_size"] = options.batch_size;
-      gpipe::write_json_file(options.json, json);
+  using namespace gpipe;
+  CLI::App app{
+      "gpipe_train: trains AmoebaNet, Transformer-L and test models with GPipe pipeline "
+      "parallelism, on CPU virtual devices, CUDA devices or separate processes"};
+  app.set_config("--config", "", "TOML file of flags (keys are flag names without dashes)");
+  app.allow_config_extras(false);  // an unknown key in a preset is an error
+  app.add_option("--preset", "a preset of experiments/presets (its .toml name); same as --config")
+      ->group("Presets");
+  train::TrainOptions options;
+  train::add_train_flags(app, options);
+
+  std::vector<std::string> args;
+  try {
+    args = train::expand_preset(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return cli::kExitBadInput;
+  }
+  std::vector<char*> argv2;
+  for (auto& a : args)
+    argv2.push_back(a.data());
+  return cli::run_main(app, static_cast<int>(argv2.size()), argv2.data(), [&] {
+    spdlog::set_level(spdlog::level::from_str(options.log_level));
+    try {
+      train::Trainer trainer(options);
+      const auto result = trainer.run();
+      if (!trainer.reports()) return cli::kExitOk;
+      if (result.final_evaluation) {
+        spdlog::info("final test top-1 {:.2f}%, top-5 {:.2f}%", result.final_evaluation->top1 * 100,
+                     result.final_evaluation->top5 * 100);
+      }
+      spdlog::info("{} steps in {:.1f} s: {:.1f} samples/s, bubble {:.3f} (last step)",
+                   result.steps, result.train_seconds, result.throughput_samples_per_s,
+                   result.bubble_fraction);
+      if (!trainer.options().json.empty()) {
+        auto json = result.to_json();
+        json["config"] = trainer.options().to_json();
+        json["command"] = c10::Join(" ", std::vector<std::string>(argv, argv + argc));
+        write_json_file(trainer.options().json, json);
+      }
+      return cli::kExitOk;
+    } catch (const train::TrainingStopped& e) {
+      spdlog::error("{}", e.what());
+      return cli::kExitFailure;
     }
-    return gpipe::cli::kExitOk;
   });
 }

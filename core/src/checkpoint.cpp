@@ -25,7 +25,9 @@ typename Map::key_type state_key(const Map&, const torch::Tensor& p) {
   }
 }
 
-torch::Tensor step_tensor(int64_t step) { return torch::full({}, step, torch::kLong); }
+torch::Tensor step_tensor(int64_t step) {
+  return torch::full({}, step, torch::kLong);
+}
 
 // Optimizer state of one parameter as named tensors ({} when it has none yet).
 std::map<std::string, torch::Tensor> state_of(torch::optim::Optimizer& optimizer,
@@ -164,7 +166,8 @@ void save_stage_shards(Pipeline& pipeline, const std::string& dir) {
     torch::serialize::OutputArchive archive;
     archive.write("format", c10::IValue(std::string(kFormat)));
     archive.write("names", c10::IValue(c10::List<std::string>(names)));
-    for (size_t t = 0; t < tensors.size(); ++t) archive.write("t" + std::to_string(t), tensors[t]);
+    for (size_t t = 0; t < tensors.size(); ++t)
+      archive.write("t" + std::to_string(t), tensors[t]);
     const auto path = fs::path(dir) / ("stage-" + std::to_string(s) + ".pt");
     const auto tmp = fs::path(path.string() + ".tmp");
     try {
@@ -193,11 +196,11 @@ LoadReport load_stage_shards(Pipeline& pipeline, const std::string& dir,
       archive.read("format", format);
       archive.read("names", names);
     } catch (const std::exception& e) {
-      throw Error(c10::str("checkpoint shard '", entry.path().string(),
-                           "' is corrupt or not a gpipe checkpoint: ",
-                           std::string(e.what()).substr(0, 200)));
+      throw InputError(c10::str(
+          "checkpoint shard '", entry.path().string(),
+          "' is corrupt or not a gpipe checkpoint: ", std::string(e.what()).substr(0, 200)));
     }
-    GPIPE_CHECK(format.isString() && format.toStringRef() == kFormat, Error, "'",
+    GPIPE_CHECK(format.isString() && format.toStringRef() == kFormat, InputError, "'",
                 entry.path().string(), "' is not a gpipe stage shard (format ",
                 format.isString() ? format.toStringRef() : "?", ")");
     const auto list = names.toList();

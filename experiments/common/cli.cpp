@@ -4,6 +4,9 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <sstream>
 
 #include "gpipe/errors.h"
@@ -62,7 +65,17 @@ void setup_logging(const std::string& level) {
   spdlog::set_level(spdlog::level::from_str(level));
 }
 
+void ensure_passive_openmp(int argc, char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  std::vector<char*> args(argv, argv + argc);
+  args.push_back(nullptr);
+  execv("/proc/self/exe", args.data());
+  // exec failed (no /proc?): carry on with spinning threads rather than not at all.
+}
+
 int run_main(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
+  ensure_passive_openmp(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

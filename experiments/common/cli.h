@@ -26,6 +26,12 @@ std::vector<std::string> parse_strings(const std::string& text);
 // Logs to stderr with a short pattern; "debug" | "info" | "warn" | "error".
 void setup_logging(const std::string& level = "info");
 
+// OpenMP threads spin while idle unless OMP_WAIT_POLICY=PASSIVE, which the OpenMP runtime reads
+// once, when it loads: on two cores, spinning intra-op threads beside stage and loader threads
+// made a K=1 run 14x slower. When the variable is unset this sets it and re-executes the
+// program with the same arguments (nothing has run yet); otherwise it returns.
+void ensure_passive_openmp(int argc, char** argv);
+
 // Parses the command line, then runs `body`; maps exceptions to messages and exit codes.
 int run_main(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
 

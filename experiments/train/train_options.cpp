@@ -1,102 +1,198 @@
 #include "train/train_options.h"
 
+#include <filesystem>
+
+#include "gpipe/errors.h"
+
+#ifndef GPIPE_PRESETS_DIR
+#define GPIPE_PRESETS_DIR "experiments/presets"
+#endif
+
 namespace gpipe::train {
 
+nlohmann::json TrainOptions::to_json() const {
+  const auto& m = model;
+  return {
+      {"model",
+       {{"name", m.name},
+        {"layers", m.layers},
+        {"filters", m.filters},
+        {"classes", m.classes},
+        {"image_size", m.image_size},
+        {"channels", m.channels},
+        {"stem_stride", m.stem_stride},
+        {"d_model", m.d_model},
+        {"ffn", m.ffn},
+        {"heads", m.heads},
+        {"vocab", m.vocab},
+        {"seq_len", m.seq_len},
+        {"dropout", m.dropout},
+        {"drop_path", m.drop_path},
+        {"width", m.width},
+        {"in_features", m.in_features},
+        {"layer_ms", m.layer_ms}}},
+      {"dataset", dataset},
+      {"data_dir", data_dir},
+      {"balance", balance},
+      {"partitions", partitions},
+      {"balance_by", balance_by},
+      {"chunks", chunks},
+      {"checkpoint", checkpoint},
+      {"schedule", schedule},
+      {"devices", devices},
+      {"distributed", distributed},
+      {"batch_size", batch_size},
+      {"epochs", epochs},
+      {"steps", steps},
+      {"seed", seed},
+      {"optimizer", optimizer},
+      {"lr", lr},
+      {"momentum", momentum},
+      {"nesterov", nesterov},
+      {"weight_decay", weight_decay},
+      {"label_smoothing", label_smoothing},
+      {"lr_schedule", lr_schedule},
+      {"warmup_steps", warmup_steps},
+      {"grad_clip", grad_clip},
+  };
+}
+
 void add_train_flags(CLI::App& app, TrainOptions& o) {
+  // A flag given twice takes its last value, so wrappers can append overrides.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   auto& m = o.model;
+  auto opt = [&](const char* group, const std::string& name, auto& value, const std::string& help) {
+    return app.add_option(name, value, help)->capture_default_str()->group(group);
+  };
   const char* model = "Model";
-  app.add_option("--model", m.name, "mlp | sleep | amoebanet-d | amoebanet-b | transformer-l")
-      ->capture_default_str()
-      ->group(model);
-  app.add_option("--layers", m.layers,
-                 "AmoebaNet: normal cells L; Transformer-L: layers; mlp: hidden layers")
-      ->capture_default_str()
-      ->group(model);
-  app.add_option("--filters", m.filters, "AmoebaNet: filters D (a multiple of 16)")
-      ->capture_default_str()
-      ->group(model);
-  app.add_option("--classes", m.classes, "output classes")->capture_default_str()->group(model);
-  app.add_option("--image-size", m.image_size, "AmoebaNet input size (square)")
-      ->capture_default_str()
-      ->group(model);
-  app.add_option("--channels", m.channels, "AmoebaNet input channels")
-      ->capture_default_str()
-      ->group(model);
-  app.add_option("--d-model", m.d_model, "Transformer-L model dimension")
-      ->capture_default_str()
-      ->group(model);
-  app.add_option("--ffn", m.ffn, "Transformer-L feed-forward dimension")
-      ->capture_default_str()
-      ->group(model);
-  app.add_option("--heads", m.heads, "Transformer-L attention heads")
-      ->capture_default_str()
-      ->group(model);
-  app.add_option("--vocab", m.vocab, "Transformer-L vocabulary")->capture_default_str()->group(model);
-  app.add_option("--seq-len", m.seq_len, "Transformer-L sequence length")
-      ->capture_default_str()
-      ->group(model);
-  app.add_option("--dropout", m.dropout, "dropout probability")->capture_default_str()->group(model);
-  app.add_option("--drop-path", m.drop_path, "AmoebaNet drop-path probability")
-      ->capture_default_str()
-      ->group(model);
-  app.add_option("--width", m.width, "mlp hidden width")->capture_default_str()->group(model);
-  app.add_option("--in-features", m.in_features, "mlp/sleep input features")
-      ->capture_default_str()
-      ->group(model);
-  app.add_option("--layer-ms", m.layer_ms, "sleep model: forward ms per layer (backward 2x)")
-      ->capture_default_str()
-      ->group(model);
+  opt(model, "--model", m.name, "mlp | sleep | amoebanet-d | amoebanet-b | transformer-l");
+  opt(model, "--layers", m.layers,
+      "AmoebaNet: normal cells L; Transformer-L: layers; mlp: hidden layers");
+  opt(model, "--filters", m.filters, "AmoebaNet: filters D (a multiple of 16)");
+  opt(model, "--classes", m.classes, "output classes (a real dataset sets them)");
+  opt(model, "--image-size", m.image_size, "input image size (square); the data is resized to it");
+  opt(model, "--channels", m.channels, "input channels (a real dataset sets them)");
+  opt(model, "--stem-stride", m.stem_stride,
+      "AmoebaNet stem stride: 2 (ImageNet) or 1 (keeps small images' resolution)");
+  opt(model, "--d-model", m.d_model, "Transformer-L model dimension");
+  opt(model, "--ffn", m.ffn, "Transformer-L feed-forward dimension");
+  opt(model, "--heads", m.heads, "Transformer-L attention heads");
+  opt(model, "--vocab", m.vocab, "Transformer-L vocabulary");
+  opt(model, "--seq-len", m.seq_len, "Transformer-L sequence length");
+  opt(model, "--dropout", m.dropout, "dropout probability");
+  opt(model, "--drop-path", m.drop_path, "AmoebaNet drop-path probability");
+  opt(model, "--width", m.width, "mlp hidden width");
+  opt(model, "--in-features", m.in_features, "mlp/sleep input features");
+  opt(model, "--layer-ms", m.layer_ms, "sleep model: forward ms per layer (backward 2x)");
 
-  app.add_option("--partitions,-K", o.partitions, "number of stages K (auto-balanced)")
-      ->group("Pipeline");
-  app.add_option("--balance", o.balance, "layers per stage, e.g. 3,3,2 (sets K)")
-      ->group("Pipeline");
-  app.add_option("--balance-by", o.balance_by, "params | time | memory (with --partitions)")
+  const char* data = "Data";
+  opt(data, "--dataset", o.dataset,
+      "synthetic | fashion-mnist | mnist | cifar10 | cifar100 | imagenet");
+  opt(data, "--data-dir", o.data_dir,
+      "folder of the dataset's files (fashion-mnist: Debian's copy by default)");
+  opt(data, "--workers", o.workers, "data loader threads");
+  app.add_flag("--skip-bad", o.skip_bad, "skip (and count) undecodable images")->group(data);
+  app.add_flag("--augment,!--no-augment", o.augment, "training augmentation")
       ->capture_default_str()
-      ->group("Pipeline");
-  app.add_option("--chunks,-M", o.chunks, "micro-batches per mini-batch")
-      ->capture_default_str()
-      ->group("Pipeline");
-  app.add_option("--checkpoint", o.checkpoint, "re-materialisation: always | except_last | never")
-      ->capture_default_str()
-      ->group("Pipeline");
-  app.add_option("--schedule", o.schedule, "gpipe | 1f1b")
-      ->capture_default_str()
-      ->group("Pipeline");
-  app.add_option("--devices", o.devices, "one per stage: cpu:0,cpu:1 or cuda:0,cuda:1")
-      ->group("Pipeline");
-  app.add_option("--threads-per-device", o.threads_per_device,
-                 "intra-op threads per device (0: 1 when K > 1, all cores when K = 1)")
-      ->capture_default_str()
-      ->group("Pipeline");
+      ->group(data);
+  opt(data, "--eval-batch-size", o.eval_batch_size, "evaluation batch (0: --batch-size)");
 
+  const char* pipe = "Pipeline";
+  opt(pipe, "--partitions,-K", o.partitions, "number of stages K (auto-balanced by --balance-by)");
+  opt(pipe, "--balance", o.balance, "layers per stage, e.g. 3,3,2 (sets K)");
+  opt(pipe, "--balance-by", o.balance_by, "params | time | memory");
+  opt(pipe, "--chunks,-M", o.chunks, "micro-batches per mini-batch");
+  opt(pipe, "--checkpoint", o.checkpoint, "re-materialisation: always | except_last | never");
+  opt(pipe, "--schedule", o.schedule, "gpipe | 1f1b");
+  opt(pipe, "--devices", o.devices, "one per stage: cpu:0,cpu:1 or cuda:0,cuda:1");
+  opt(pipe, "--threads-per-device", o.threads_per_device,
+      "intra-op threads per device (0: 1 when K > 1, all cores when K = 1)");
+
+  const char* dist = "Distributed";
   app.add_flag("--distributed", o.distributed,
-               "one stage per process over c10d; world = K stages x R replicas, rank = replica*K + "
-               "stage (start with scripts/launch.sh)")
-      ->group("Distributed");
-  app.add_option("--comm-timeout", o.comm_timeout,
-                 "seconds to wait for a peer before declaring it lost")
-      ->capture_default_str()
-      ->group("Distributed");
+               "one stage per process over c10d; world = K stages x R replicas, rank = "
+               "replica*K + stage (start with scripts/launch.sh)")
+      ->group(dist);
+  opt(dist, "--comm-timeout", o.comm_timeout,
+      "seconds to wait for a peer before declaring it lost");
 
-  app.add_option("--batch-size", o.batch_size, "mini-batch size N")
-      ->capture_default_str()
-      ->group("Training");
-  app.add_option("--steps", o.steps, "training steps")->capture_default_str()->group("Training");
-  app.add_option("--lr", o.lr, "learning rate")->capture_default_str()->group("Training");
-  app.add_option("--momentum", o.momentum, "SGD momentum")
-      ->capture_default_str()
-      ->group("Training");
-  app.add_option("--seed", o.seed, "seed of data, initialisation and dropout")
-      ->capture_default_str()
-      ->group("Training");
+  const char* train = "Training";
+  opt(train, "--batch-size", o.batch_size, "mini-batch size N (over all replicas)");
+  opt(train, "--epochs", o.epochs, "epochs of the training split");
+  opt(train, "--steps", o.steps, "training steps (caps --epochs; synthetic data needs it)");
+  opt(train, "--seed", o.seed, "seed of initialisation, data order, augmentation and dropout");
+  opt(train, "--optimizer", o.optimizer, "sgd | rmsprop | adam | adamw");
+  opt(train, "--lr", o.lr, "peak learning rate");
+  opt(train, "--momentum", o.momentum, "SGD / RMSprop momentum");
+  app.add_flag("--nesterov", o.nesterov, "Nesterov momentum (SGD)")->group(train);
+  opt(train, "--weight-decay", o.weight_decay, "L2 weight decay");
+  opt(train, "--rmsprop-decay", o.rmsprop_decay, "RMSprop decay of the squared average");
+  opt(train, "--rmsprop-eps", o.rmsprop_eps, "RMSprop epsilon");
+  opt(train, "--adam-beta1", o.adam_beta1, "Adam beta1");
+  opt(train, "--adam-beta2", o.adam_beta2, "Adam beta2");
+  opt(train, "--adam-eps", o.adam_eps, "Adam epsilon");
+  opt(train, "--label-smoothing", o.label_smoothing, "label smoothing of the cross-entropy");
+  opt(train, "--lr-schedule", o.lr_schedule, "constant | cosine | exponential (after warm-up)");
+  opt(train, "--warmup-steps", o.warmup_steps, "linear warm-up steps");
+  opt(train, "--lr-decay", o.lr_decay, "exponential schedule: factor per --lr-decay-epochs");
+  opt(train, "--lr-decay-epochs", o.lr_decay_epochs, "exponential schedule: epochs per decay");
+  opt(train, "--min-lr", o.min_lr, "cosine schedule: final learning rate");
+  opt(train, "--grad-clip", o.grad_clip, "clip the global gradient norm (0: off)");
+  opt(train, "--eval-every", o.eval_every,
+      "evaluate the test split every N epochs (0: only at the end; -1: never)");
 
-  app.add_option("--trace", o.trace, "write the last step's timeline as Chrome trace JSON")
-      ->group("Output");
-  app.add_option("--json", o.json, "write a JSON summary")->group("Output");
-  app.add_option("--log-every", o.log_every, "log every N steps")
-      ->capture_default_str()
-      ->group("Output");
+  const char* ckpt = "Checkpoints";
+  opt(ckpt, "--checkpoint-dir", o.checkpoint_dir, "folder of checkpoints (step-N/ and latest)");
+  opt(ckpt, "--save-every", o.save_every, "save every N steps (0: at the end only)");
+  app.add_flag("--resume", o.resume, "continue from the latest checkpoint in --checkpoint-dir")
+      ->group(ckpt);
+  opt(ckpt, "--finetune-from", o.finetune_from,
+      "start from a checkpoint's weights (folder or its step-N/), new classifier, fresh optimizer");
+  opt(ckpt, "--keep-checkpoints", o.keep_checkpoints, "how many checkpoints to keep");
+
+  const char* out = "Output";
+  opt(out, "--output-dir", o.output_dir, "write metrics.jsonl, summary.json and trace.json here");
+  opt(out, "--metrics", o.metrics, "JSON lines of per-step and per-evaluation metrics");
+  opt(out, "--trace", o.trace, "Chrome trace of the last step");
+  opt(out, "--json", o.json, "summary JSON");
+  opt(out, "--log-every", o.log_every, "log every N steps when not drawing a progress bar");
+  opt(out, "--progress", o.progress, "auto (a bar on a terminal) | bar | log | off");
+  opt(out, "--log-level", o.log_level, "debug | info | warn | error");
+}
+
+std::string presets_dir() {
+  return GPIPE_PRESETS_DIR;
+}
+
+std::vector<std::string> expand_preset(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string name;
+    if (args[i] == "--preset" && i + 1 < args.size()) {
+      name = args[i + 1];
+      args.erase(args.begin() + static_cast<long>(i), args.begin() + static_cast<long>(i) + 2);
+    } else if (args[i].rfind("--preset=", 0) == 0) {
+      name = args[i].substr(9);
+      args.erase(args.begin() + static_cast<long>(i));
+    } else {
+      continue;
+    }
+    const auto path = std::filesystem::path(presets_dir()) / (name + ".toml");
+    if (!std::filesystem::exists(path)) {
+      std::vector<std::string> known;
+      if (std::filesystem::is_directory(presets_dir())) {
+        for (const auto& e : std::filesystem::directory_iterator(presets_dir())) {
+          if (e.path().extension() == ".toml") known.push_back(e.path().stem().string());
+        }
+      }
+      std::sort(known.begin(), known.end());
+      throw ConfigError(c10::str("unknown preset '", name, "': no ", path.string(),
+                                 "; presets: ", c10::Join(", ", known)));
+    }
+    args.insert(args.begin() + 1, {"--config", path.string()});
+    break;
+  }
+  return args;
 }
 
 }  // namespace gpipe::train

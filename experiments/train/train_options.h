@@ -2,10 +2,11 @@
 //
 // Why this file exists: gpipe_train, experiments/run_amoebanet.sh and the table drivers all
 // describe a training run the same way; one struct and one place that declares its flags keeps
-// them in step (and lets a TOML preset set any of them).
+// them in step, and lets a TOML preset (--config FILE or --preset NAME) set any of them.
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <string>
 
@@ -17,30 +18,85 @@ struct TrainOptions {
   TrainOptions() { model.name = "mlp"; }
 
   models::ModelConfig model;
+
+  // Data: "synthetic" draws the model's own sample batches; the others read real data.
+  std::string dataset =
+      "synthetic";  // synthetic | fashion-mnist | mnist | cifar10 | cifar100 | imagenet
+  std::string data_dir;
+  int64_t workers = 2;
+  bool skip_bad = false;
+  bool augment = true;
+  int64_t eval_batch_size = 0;  // 0: --batch-size
+
   // Pipeline.
   int64_t partitions = 0;  // 0: from --balance, or 1
   std::string balance;     // "a,b,..": layers per stage
   std::string balance_by = "params";
   int64_t chunks = 1;
-  std::string checkpoint = "except_last";
+  std::string checkpoint = "except_last";  // re-materialisation
   std::string schedule = "gpipe";
   std::string devices;  // "cpu:0,cpu:1"; default cpu:0..K-1
-  int threads_per_device = 0;
+  int64_t threads_per_device = 0;
+
   // Distributed: stages in separate processes (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
   bool distributed = false;
   double comm_timeout = 60.0;  // seconds
-  // Optimisation.
+
+  // Length: --steps, or --epochs of the training split (--steps caps them when both are set).
   int64_t batch_size = 64;
-  int64_t steps = 10;
+  int64_t epochs = 0;
+  int64_t steps = 0;
+  uint64_t seed = 0;
+
+  // Optimisation.
+  std::string optimizer = "sgd";  // sgd | rmsprop | adam | adamw
   double lr = 0.05;
   double momentum = 0.9;
-  uint64_t seed = 0;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+  double rmsprop_decay = 0.9;
+  double rmsprop_eps = 1e-3;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_eps = 1e-8;
+  double label_smoothing = 0.0;
+  std::string lr_schedule = "constant";  // constant | cosine | exponential
+  int64_t warmup_steps = 0;
+  double lr_decay = 0.97;  // exponential: factor per --lr-decay-epochs
+  double lr_decay_epochs = 2.4;
+  double min_lr = 0.0;  // cosine floor
+  double grad_clip = 0.0;
+
+  // Evaluation of the test split, every N epochs and at the end (0: only at the end).
+  int64_t eval_every = 1;
+
+  // Checkpoints.
+  std::string checkpoint_dir;
+  int64_t save_every = 0;  // steps; 0: only at the end
+  bool resume = false;
+  std::string finetune_from;
+  int64_t keep_checkpoints = 2;
+
   // Outputs.
+  std::string output_dir;  // metrics.jsonl, summary.json, trace.json unless given apart
+  std::string metrics;
   std::string trace;
   std::string json;
-  int64_t log_every = 1;
+  int64_t log_every = 10;
+  std::string progress = "auto";  // auto | bar | log | off
+  std::string log_level = "info";
+
+  // Everything above, for manifests and summaries.
+  nlohmann::json to_json() const;
 };
 
 void add_train_flags(CLI::App& app, TrainOptions& options);
+
+// Directory of the presets (experiments/presets in the source tree).
+std::string presets_dir();
+// Turns "--preset NAME" into "--config <presets_dir>/NAME.toml" so CLI11 reads it; returns the
+// rewritten argument list. Throws ConfigError when the preset does not exist, listing those
+// that do.
+std::vector<std::string> expand_preset(int argc, char** argv);
 
 }  // namespace gpipe::train

@@ -2,14 +2,28 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cmath>
 #include <cstdlib>
 
 #include "common/cli.h"
 #include "gpipe/errors.h"
 #include "gpipe/profile.h"
+#include "train/optimization.h"
+#include "train/progress.h"
 
 namespace gpipe::train {
+
 nlohmann::json TrainResult::to_json() const {
+  auto eval_json = [](const Evaluation& e) {
+    return nlohmann::json{{"epoch", e.epoch},
+                          {"step", e.step},
+                          {"test_top1", e.top1},
+                          {"test_top5", e.top5},
+                          {"examples", e.examples}};
+  };
+  auto evals = nlohmann::json::array();
+  for (const auto& e : evaluations)
+    evals.push_back(eval_json(e));
   return {{"losses", losses},
           {"step_seconds", step_seconds},
           {"throughput_samples_per_s", throughput_samples_per_s},
@@ -18,19 +32,45 @@ nlohmann::json TrainResult::to_json() const {
           {"peak_activation_bytes_per_device", peak_activation_bytes_per_device},
           {"balance", balance},
           {"parameters", parameters},
-          {"param_checksum", param_checksum}};
+          {"param_checksum", param_checksum},
+          {"evaluations", evals},
+          {"final_test_top1",
+           final_evaluation ? nlohmann::json(final_evaluation->top1) : nlohmann::json(nullptr)},
+          {"final_test_top5",
+           final_evaluation ? nlohmann::json(final_evaluation->top5) : nlohmann::json(nullptr)},
+          {"steps", steps},
+          {"train_seconds", train_seconds},
+          {"last_checkpoint", last_checkpoint}};
 }
 
 Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
-  const auto& o = options_;
+  auto& o = options_;
   GPIPE_CHECK(o.batch_size >= 1, ConfigError, "--batch-size must be >= 1, got ", o.batch_size);
-  GPIPE_CHECK(o.steps >= 1, ConfigError, "--steps must be >= 1, got ", o.steps);
+  GPIPE_CHECK(o.steps >= 0 && o.epochs >= 0, ConfigError, "--steps and --epochs must be >= 0, got ",
+              o.steps, " and ", o.epochs);
   GPIPE_CHECK(o.chunks >= 1 && o.chunks <= o.batch_size, ConfigError, "--chunks ", o.chunks,
               " must be between 1 and --batch-size ", o.batch_size);
   GPIPE_CHECK(o.comm_timeout > 0, ConfigError, "--comm-timeout must be > 0 s, got ",
               o.comm_timeout);
-  options_.model.init_seed = o.seed;
-  builder_ = models::make_model(options_.model);
+  GPIPE_CHECK(o.label_smoothing >= 0 && o.label_smoothing < 1, ConfigError,
+              "--label-smoothing must be in [0, 1), got ", o.label_smoothing);
+  GPIPE_CHECK(!o.resume || !o.checkpoint_dir.empty(), ConfigError,
+              "--resume needs --checkpoint-dir (where the checkpoints are)");
+  GPIPE_CHECK(!o.resume || o.finetune_from.empty(), ConfigError,
+              "--resume and --finetune-from exclude each other: resume continues a run, "
+              "fine-tuning starts a new one from another run's weights");
+  if (!o.output_dir.empty()) {
+    std::filesystem::create_directories(o.output_dir);
+    if (o.metrics.empty()) o.metrics = o.output_dir + "/metrics.jsonl";
+    if (o.json.empty()) o.json = o.output_dir + "/summary.json";
+    if (o.trace.empty()) o.trace = o.output_dir + "/trace.json";
+  }
+
+  data_ = std::make_unique<TrainingData>(o);
+  data_->apply_to(o.model);
+  o.model.init_seed = o.seed;
+  builder_ = models::make_model(o.model);
+  data_->set_model(builder_.get());
   total_layers_ = builder_->num_layers();
   resolve_balance();
 
@@ -39,17 +79,19 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
       .checkpoint(parse_checkpoint(o.checkpoint))
       .schedule(parse_schedule_kind(o.schedule))
       .seed(o.seed)
-      .threads_per_device(o.threads_per_device);
+      .threads_per_device(static_cast<int>(o.threads_per_device));
   if (!o.devices.empty()) pipe_options.devices(cli::parse_strings(o.devices));
+  const LossFn loss =
+      o.label_smoothing > 0 ? cross_entropy_loss(o.label_smoothing) : builder_->loss();
   if (!o.distributed) {
     if (layers_.empty()) layers_ = builder_->build();
-    pipeline_ = std::make_unique<Pipeline>(layers_, pipe_options, builder_->loss());
+    pipeline_ = std::make_unique<Pipeline>(layers_, pipe_options, loss);
   } else {
     const auto env = distributed::Env::from_environment();
     const auto K = static_cast<int64_t>(balance_.size());
     context_ = std::make_unique<distributed::Context>(
-        env, distributed::ContextOptions(K).timeout(std::chrono::milliseconds(
-                 static_cast<int64_t>(o.comm_timeout * 1000))));
+        env, distributed::ContextOptions(K).timeout(
+                 std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout * 1000))));
     // A peer's failure ends this process too, with the lost rank named.
     const int rank = env.rank;
     context_->set_abort_handler([rank](const std::string& why) {
@@ -59,9 +101,8 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
     });
     GPIPE_CHECK(o.batch_size % context_->replicas() == 0, ConfigError, "--batch-size ",
                 o.batch_size, " does not split evenly over ", context_->replicas(), " replicas");
-    GPIPE_CHECK(o.chunks <= o.batch_size / context_->replicas(), ConfigError, "--chunks ",
-                o.chunks, " exceeds each replica's ", o.batch_size / context_->replicas(),
-                " samples");
+    GPIPE_CHECK(o.chunks <= o.batch_size / context_->replicas(), ConfigError, "--chunks ", o.chunks,
+                " exceeds each replica's ", o.batch_size / context_->replicas(), " samples");
     if (o.threads_per_device == 0) {
       const char* local = std::getenv("LOCAL_WORLD_SIZE");
       const int processes = local != nullptr ? std::max(1, std::atoi(local)) : 1;
@@ -72,15 +113,19 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
     const auto offsets = stage_offsets(balance_, total_layers_);
     layers_ = builder_->build_range(offsets[stage], offsets[stage] + balance_[stage]);
     pipeline_ = std::make_unique<Pipeline>(
-        layers_, pipe_options, stage, std::make_unique<distributed::ProcessGroupTransport>(*context_),
-        context_.get(), builder_->loss());
+        layers_, pipe_options, stage,
+        std::make_unique<distributed::ProcessGroupTransport>(*context_), context_.get(), loss);
   }
-  const double lr = o.lr, momentum = o.momentum;
-  pipeline_->set_optimizer([lr, momentum](std::vector<torch::Tensor> params) {
-    return std::make_unique<torch::optim::SGD>(params,
-                                               torch::optim::SGDOptions(lr).momentum(momentum));
-  });
+  pipeline_->set_optimizer(make_optimizer_factory(o));
+  pipeline_->set_grad_clip(o.grad_clip);
+  if (!o.checkpoint_dir.empty()) {
+    checkpoints_ =
+        std::make_unique<CheckpointManager>(o.checkpoint_dir, o.keep_checkpoints, context_.get());
+  }
+  restore();
 }
+
+Trainer::~Trainer() = default;
 
 void Trainer::resolve_balance() {
   const auto& o = options_;
@@ -92,8 +137,8 @@ void Trainer::resolve_balance() {
     return;
   }
   const int64_t K = o.partitions > 0 ? o.partitions : 1;
-  GPIPE_CHECK(K <= total_layers_, ConfigError, "--partitions ", K,
-              " is larger than the model's ", total_layers_, " layers");
+  GPIPE_CHECK(K <= total_layers_, ConfigError, "--partitions ", K, " is larger than the model's ",
+              total_layers_, " layers");
   const auto by = parse_balance_by(o.balance_by);
   // Profiled costs differ from process to process; every rank must agree on the balance.
   GPIPE_CHECK(!o.distributed || by == BalanceBy::kParams, ConfigError,
@@ -104,7 +149,8 @@ void Trainer::resolve_balance() {
   } else if (by == BalanceBy::kParams) {
     // Counted layer by layer: no need to hold the model.
     std::vector<double> costs;
-    for (int64_t count : builder_->layer_parameters()) costs.push_back(static_cast<double>(count));
+    for (int64_t count : builder_->layer_parameters())
+      costs.push_back(static_cast<double>(count));
     balance_ = balance_by_cost(costs, K);
   } else {
     layers_ = builder_->build();
@@ -113,64 +159,231 @@ void Trainer::resolve_balance() {
   }
 }
 
-models::SampleBatch Trainer::shard(models::SampleBatch batch) const {
-  if (context_ == nullptr || context_->replicas() == 1) return batch;
-  const int64_t rows = batch.input.size(0) / context_->replicas();
-  const int64_t begin = context_->replica() * rows;
-  return {batch.input.narrow(0, begin, rows), batch.target.narrow(0, begin, rows)};
+void Trainer::restore() {
+  const auto& o = options_;
+  if (o.resume) {
+    const auto latest = checkpoints_->latest();
+    GPIPE_CHECK(latest.has_value(), ConfigError, "--resume: no complete checkpoint in '",
+                o.checkpoint_dir, "' (nothing to resume; drop --resume to start afresh)");
+    const auto manifest = CheckpointManager::load(*pipeline_, *latest, LoadOptions(), o.to_json());
+    position_.step = manifest.at("step").get<int64_t>();
+    position_.epoch = manifest.at("epoch").get<int64_t>();
+    position_.batch = manifest.at("batch").get<int64_t>();
+    position_.losses = manifest.at("losses").get<std::vector<double>>();
+    pipeline_->set_step(position_.step);
+    if (reports()) {
+      spdlog::info("resumed from {} at step {} (epoch {}, batch {})", *latest, position_.step,
+                   position_.epoch, position_.batch);
+    }
+  } else if (!o.finetune_from.empty()) {
+    LoadReport report;
+    CheckpointManager::load(*pipeline_, o.finetune_from,
+                            LoadOptions().optimizer(false).skip_mismatched_shapes(true),
+                            o.to_json(), &report);
+    if (reports()) {
+      spdlog::info("fine-tuning from {}: {} tensors loaded, new: {}",
+                   CheckpointManager::resolve(o.finetune_from), report.loaded,
+                   report.skipped.empty() ? "none" : c10::Join(", ", report.skipped));
+    }
+  }
 }
 
-models::SampleBatch Trainer::synthetic_batch(int64_t step) const {
-  return builder_->sample_batch(options_.batch_size,
-                                mix_seed(options_.seed, step, /*microbatch=*/-1, /*layer=*/-1));
+int64_t Trainer::total_steps() const {
+  const auto& o = options_;
+  const int64_t per_epoch = data_->steps_per_epoch();
+  if (o.steps > 0 && o.epochs > 0) return std::min(o.steps, o.epochs * per_epoch);
+  if (o.steps > 0) return o.steps;
+  if (o.epochs > 0) return o.epochs * per_epoch;
+  return data_->synthetic() ? 10 : per_epoch;  // one epoch of real data, or 10 steps
+}
+
+models::SampleBatch Trainer::shard(models::SampleBatch batch) const {
+  if (context_ == nullptr || context_->replicas() == 1) return batch;
+  const int64_t n = batch.input.size(0);
+  const int64_t R = context_->replicas();
+  const int64_t q = context_->replica();
+  const int64_t begin = n * q / R;
+  const int64_t end = n * (q + 1) / R;
+  return {batch.input.narrow(0, begin, end - begin), batch.target.narrow(0, begin, end - begin)};
+}
+
+std::optional<Evaluation> Trainer::evaluate(int64_t epoch, int64_t step) {
+  auto* loader = data_->test();
+  if (loader == nullptr || options_.eval_every < 0) return std::nullopt;
+  loader->begin_epoch(0);
+  double correct1 = 0, correct5 = 0, count = 0;
+  while (auto batch = loader->next()) {
+    const auto part = shard({batch->input, batch->target});
+    if (part.input.size(0) == 0) continue;
+    auto logits = pipeline_->forward(part.input);
+    if (!logits.defined()) continue;  // the last stage is in another process
+    auto target = part.target;
+    if (logits.dim() == 3) {
+      logits = logits.reshape({-1, logits.size(2)});
+      target = target.reshape({-1});
+    }
+    const int64_t k = std::min<int64_t>(5, logits.size(1));
+    const auto top = std::get<1>(logits.topk(k, 1));
+    const auto hits = top.eq(target.to(top.device()).unsqueeze(1));
+    correct1 += hits.select(1, 0).sum().item<double>();
+    correct5 += hits.any(1).sum().item<double>();
+    count += static_cast<double>(target.numel());
+  }
+  loader->end_epoch();
+  if (context_ != nullptr) {
+    std::vector<at::Tensor> sums{torch::tensor({correct1, correct5, count}, torch::kDouble)};
+    context_->world_group().allreduce(sums)->wait(context_->timeout());
+    correct1 = sums[0][0].item<double>();
+    correct5 = sums[0][1].item<double>();
+    count = sums[0][2].item<double>();
+  }
+  Evaluation e;
+  e.epoch = epoch;
+  e.step = step;
+  e.examples = static_cast<int64_t>(count);
+  e.top1 = count > 0 ? correct1 / count : 0;
+  e.top5 = count > 0 ? correct5 / count : 0;
+  return e;
 }
 
 TrainResult Trainer::run() {
   const auto& o = options_;
   TrainResult result;
   result.balance = balance_;
-  result.parameters = count_parameters(layers_);
-  if (context_ != nullptr) {
-    result.parameters = static_cast<int64_t>(
-        std::llround(context_->sum_over_stages(static_cast<double>(result.parameters))));
+  result.parameters = builder_->count_parameters();
+  const int64_t total = total_steps();
+  const int64_t per_epoch = data_->steps_per_epoch();
+  const LrSchedule schedule(o, total, per_epoch);
+  Progress progress(reports() ? o.progress : "off", total, o.log_every);
+  MetricsLog metrics;
+  if (reports() && !o.metrics.empty())
+    metrics = MetricsLog(o.metrics, o.resume ? position_.step : -1);
+  if (reports()) {
+    progress.info(c10::str("model ", o.model.name, ": ", total_layers_, " layers, ",
+                           result.parameters, " parameters; balance ", c10::Join(",", balance_),
+                           ", M=", o.chunks, ", checkpoint ", o.checkpoint, ", schedule ",
+                           o.schedule, ", ", o.optimizer, " lr ", o.lr));
+    progress.info(
+        c10::str("data: ", data_->describe(), "; ", total, " steps of batch ", o.batch_size));
   }
-  if (reports()) spdlog::info("model {} ({} layers, {} parameters), balance {}, M={}, checkpoint {}, schedule {}",
-               o.model.name, total_layers_, result.parameters, c10::Join(",", balance_), o.chunks,
-               o.checkpoint, o.schedule);
+  const nlohmann::json run_config = o.to_json();
+  auto save = [&]() {
+    if (!checkpoints_) return;
+    result.last_checkpoint = checkpoints_->save(*pipeline_, position_, run_config);
+    if (reports()) progress.info("saved " + result.last_checkpoint);
+  };
+  auto record_evaluation = [&](const Evaluation& e) {
+    result.evaluations.push_back(e);
+    if (!reports()) return;
+    progress.info(c10::str("epoch ", e.epoch, " (step ", e.step, "): test top-1 ", e.top1 * 100,
+                           "%, top-5 ", e.top5 * 100, "% on ", e.examples, " examples"));
+    metrics.write({{"step", e.step},
+                   {"epoch", e.epoch},
+                   {"test_top1", e.top1},
+                   {"test_top5", e.top5},
+                   {"test_examples", e.examples}});
+  };
+
+  const auto start = std::chrono::steady_clock::now();
   double timed_seconds = 0;
   int64_t timed_samples = 0;
-  for (int64_t step = 0; step < o.steps; ++step) {
-    const auto batch = shard(synthetic_batch(step));
-    const auto start = std::chrono::steady_clock::now();
-    const double loss = pipeline_->train_step(batch.input, batch.target);
+  int64_t last_eval_step = -1;
+  int64_t last_saved_step = o.resume ? position_.step : -1;
+  data_->begin_epoch(position_.epoch, position_.batch);
+  while (position_.step < total) {
+    auto batch = data_->next();
+    if (!batch) {  // the epoch is over
+      if (o.eval_every > 0 && (position_.epoch + 1) % o.eval_every == 0) {
+        if (auto e = evaluate(position_.epoch, position_.step)) {
+          record_evaluation(*e);
+          last_eval_step = position_.step;
+        }
+      }
+      ++position_.epoch;
+      position_.batch = 0;
+      data_->begin_epoch(position_.epoch, 0);
+      continue;
+    }
+    const double lr = schedule.at(position_.step);
+    pipeline_->set_learning_rate(lr);
+    const auto mine = shard(std::move(*batch));
+    const auto step_start = std::chrono::steady_clock::now();
+    double loss = 0;
+    try {
+      loss = pipeline_->train_step(mine.input, mine.target);
+    } catch (const NonFiniteLossError& e) {
+      progress.finish();
+      throw TrainingStopped(
+          c10::str(e.what(), ". Training stopped at step ", position_.step, "; ",
+                   checkpoints_ && checkpoints_->latest()
+                       ? "the last good checkpoint is " + *checkpoints_->latest() +
+                             " (continue with --resume and a lower --lr)"
+                       : std::string("no checkpoint was saved (use --checkpoint-dir)")));
+    }
     const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    result.losses.push_back(loss);
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+    ++position_.step;
+    ++position_.batch;
+    position_.losses.push_back(loss);
     result.step_seconds.push_back(seconds);
-    if (step > 0 || o.steps == 1) {  // the first step allocates gradients and optimizer state
+    if (result.step_seconds.size() > 1) {  // the first step allocates gradients and state
       timed_seconds += seconds;
       timed_samples += o.batch_size;
     }
-    if (reports() && ((step + 1) % std::max<int64_t>(o.log_every, 1) == 0 || step + 1 == o.steps)) {
-      spdlog::info("step {}/{}  loss {:.4f}  {:.1f} samples/s  bubble {:.3f}", step + 1, o.steps,
-                   loss, o.batch_size / seconds, pipeline_->last_step().bubble_fraction);
+    const auto& last = pipeline_->last_step();
+    for (size_t s = 0; s < last.peak_bytes.size(); ++s) {
+      if (result.peak_memory_bytes_per_device.size() <= s) {
+        result.peak_memory_bytes_per_device.push_back(0);
+        result.peak_activation_bytes_per_device.push_back(0);
+      }
+      result.peak_memory_bytes_per_device[s] =
+          std::max(result.peak_memory_bytes_per_device[s], last.peak_bytes[s]);
+      result.peak_activation_bytes_per_device[s] =
+          std::max(result.peak_activation_bytes_per_device[s], last.peak_activation_bytes[s]);
+    }
+    progress.step(position_.step, position_.epoch, loss, lr, o.batch_size);
+    metrics.write({{"step", position_.step},
+                   {"epoch", position_.epoch},
+                   {"loss", loss},
+                   {"lr", lr},
+                   {"samples_per_s", o.batch_size / std::max(seconds, 1e-12)},
+                   {"bubble_fraction", last.bubble_fraction},
+                   {"peak_bytes_per_device", last.peak_bytes}});
+    // The trace shows the last training step (an evaluation would replace the timeline).
+    if (position_.step == total && !o.trace.empty() && reports()) {
+      pipeline_->timeline().write_chrome_trace(o.trace);
+    }
+    if (o.save_every > 0 && position_.step % o.save_every == 0) {
+      save();
+      last_saved_step = position_.step;
     }
   }
-  const auto& last = pipeline_->last_step();
+  progress.finish();
+  result.train_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (last_eval_step != position_.step) {
+    if (auto e = evaluate(position_.epoch, position_.step)) record_evaluation(*e);
+  }
+  if (!result.evaluations.empty()) result.final_evaluation = result.evaluations.back();
+  if (last_saved_step != position_.step) save();
+
+  result.losses = position_.losses;
+  result.steps = position_.step;
   result.throughput_samples_per_s = timed_samples / std::max(timed_seconds, 1e-12);
-  result.bubble_fraction = last.bubble_fraction;
-  result.peak_memory_bytes_per_device = last.peak_bytes;
-  result.peak_activation_bytes_per_device = last.peak_activation_bytes;
+  if (timed_samples == 0 && !result.step_seconds.empty()) {
+    result.throughput_samples_per_s = o.batch_size / result.step_seconds.front();
+  }
+  result.bubble_fraction = pipeline_->last_step().bubble_fraction;
   result.param_checksum = pipeline_->param_checksum();
   if (context_ != nullptr) {
     // Every process measured its own stage: gather the per-stage peaks of replica 0.
     const int64_t K = context_->stages();
-    auto peaks = torch::zeros({2, K}, torch::kDouble);
-    if (context_->replica() == 0) {
-      peaks[0][context_->stage()] = static_cast<double>(last.peak_bytes.at(0));
-      peaks[1][context_->stage()] = static_cast<double>(last.peak_activation_bytes.at(0));
+    auto peaks = torch::zeros({2 * K}, torch::kDouble);
+    if (context_->replica() == 0 && !result.peak_memory_bytes_per_device.empty()) {
+      peaks[context_->stage()] = static_cast<double>(result.peak_memory_bytes_per_device[0]);
+      peaks[K + context_->stage()] =
+          static_cast<double>(result.peak_activation_bytes_per_device[0]);
     }
-    peaks = peaks.reshape({-1});
     std::vector<at::Tensor> tensors{peaks};
     context_->world_group().allreduce(tensors)->wait(context_->timeout());
     result.peak_memory_bytes_per_device.clear();
@@ -181,7 +394,6 @@ TrainResult Trainer::run() {
           static_cast<int64_t>(peaks[K + s].item<double>()));
     }
   }
-  if (!o.trace.empty() && reports()) pipeline_->timeline().write_chrome_trace(o.trace);
   return result;
 }
 

@@ -1,61 +1,91 @@
-// The trainer: a model, a pipeline, data and an optimizer, run for a number of steps.
+// The trainer: a model, its pipeline, data, an optimiser, evaluation and checkpoints.
 //
-// Why this file exists: it is the one training loop behind gpipe_train and the table drivers,
-// so every figure they print comes from the same code path. It builds the model's layers,
-// resolves the balance (given, or the exact partition by parameters, profiled time or memory),
-// builds the Pipeline, and reports per-step losses, throughput, the measured bubble and the
-// memory meter's peaks.
+// Why this file exists: it is the one training loop behind gpipe_train,
+// experiments/run_amoebanet.sh and the accuracy table, so every figure they print comes from the
+// same code path. It builds the model (in a distributed run: this process's stage only),
+// resolves the balance, runs steps with the learning-rate schedule, evaluates the test split
+// through the pipeline, saves and resumes checkpoints, and reports losses, accuracy,
+// throughput, the measured bubble and the memory meter's peaks.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <vector>
 
 #include "gpipe/distributed.h"
 #include "gpipe/models/model.h"
 #include "gpipe/pipeline.h"
+#include "train/checkpoint_manager.h"
 #include "train/train_options.h"
+#include "train/training_data.h"
 
 namespace gpipe::train {
 
+struct Evaluation {
+  int64_t epoch = 0;
+  int64_t step = 0;
+  double top1 = 0;
+  double top5 = 0;
+  int64_t examples = 0;
+};
+
 struct TrainResult {
-  std::vector<double> losses;
-  std::vector<double> step_seconds;
+  std::vector<double> losses;        // every step of the run, those before a resume included
+  std::vector<double> step_seconds;  // the steps this process ran
   double throughput_samples_per_s = 0;
-  double bubble_fraction = 0;
-  std::vector<int64_t> peak_memory_bytes_per_device;
-  std::vector<int64_t> peak_activation_bytes_per_device;
+  double bubble_fraction = 0;                             // measured, last step
+  std::vector<int64_t> peak_memory_bytes_per_device;      // max over the steps run
+  std::vector<int64_t> peak_activation_bytes_per_device;  // max over the steps run
   std::vector<int64_t> balance;
   int64_t parameters = 0;
   double param_checksum = 0;
+  std::vector<Evaluation> evaluations;
+  std::optional<Evaluation> final_evaluation;
+  int64_t steps = 0;
+  double train_seconds = 0;
+  std::string last_checkpoint;
 
   nlohmann::json to_json() const;
+};
+
+// Thrown when the loss stops being finite; the run ends with the last good checkpoint kept.
+class TrainingStopped : public Error {
+ public:
+  using Error::Error;
 };
 
 class Trainer {
  public:
   explicit Trainer(TrainOptions options);
+  ~Trainer();
+
   TrainResult run();
 
   Pipeline& pipeline() { return *pipeline_; }
+  const TrainOptions& options() const { return options_; }
   // Whether this process reports (logs progress, writes outputs): always in-process; global
   // rank 0 in a distributed run.
   bool reports() const { return context_ == nullptr || context_->rank() == 0; }
 
  private:
   void resolve_balance();
-  // This replica's rows of the global mini-batch.
+  void restore();
+  std::optional<Evaluation> evaluate(int64_t epoch, int64_t step);
+  // This replica's rows of a global mini-batch.
   models::SampleBatch shard(models::SampleBatch batch) const;
-  // One synthetic mini-batch for `step`: a pure function of (seed, step).
-  models::SampleBatch synthetic_batch(int64_t step) const;
+  int64_t total_steps() const;
 
   TrainOptions options_;
+  std::unique_ptr<TrainingData> data_;
   std::unique_ptr<models::ModelBuilder> builder_;
   std::unique_ptr<distributed::Context> context_;
   LayerList layers_;  // every layer in-process; this stage's layers in a distributed run
   int64_t total_layers_ = 0;
   std::vector<int64_t> balance_;
   std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<CheckpointManager> checkpoints_;
+  RunPosition position_;
 };
 
 }  // namespace gpipe::train

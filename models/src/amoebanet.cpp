@@ -11,11 +11,13 @@
 namespace gpipe::models {
 namespace {
 
-// 3x3 stride-2 convolution and BatchNorm: (N, channels, H, W) -> (N, stem_filters, H/2, W/2).
+// 3x3 convolution (stride 2, or 1 for small images) and BatchNorm:
+// (N, channels, H, W) -> (N, stem_filters, H/stride, W/stride).
 class AmoebaStem : public Layer {
  public:
-  AmoebaStem(int64_t channels, int64_t filters) : Layer("stem"), channels_(channels) {
-    conv_ = register_module("conv", ConvBn(ConvBnOptions(channels, filters, 3).stride(2)));
+  AmoebaStem(int64_t channels, int64_t filters, int64_t stride)
+      : Layer("stem"), channels_(channels) {
+    conv_ = register_module("conv", ConvBn(ConvBnOptions(channels, filters, 3).stride(stride)));
   }
   Activations forward(const Activations& inputs) override {
     GPIPE_CHECK(inputs.size() == 1 && inputs[0].dim() == 4 && inputs[0].size(1) == channels_,
@@ -69,11 +71,15 @@ void validate(const AmoebaNetOptions& o) {
               o.channels());
   GPIPE_CHECK(o.stem_filters() >= 1, ConfigError, "AmoebaNet stem filters must be positive, got ",
               o.stem_filters());
-  GPIPE_CHECK(o.image_size() >= kAmoebaNetMinImageSize, ConfigError, "AmoebaNet image size ",
-              o.image_size(),
-              " is too small for its reductions: the image is halved five times "
-              "and each halving needs at least a 2x2 map, so the size must be at least ",
-              kAmoebaNetMinImageSize, " (resize or pad smaller images)");
+  GPIPE_CHECK(o.stem_stride() == 1 || o.stem_stride() == 2, ConfigError,
+              "AmoebaNet stem stride must be 1 or 2, got ", o.stem_stride());
+  const int64_t min_size =
+      o.stem_stride() == 2 ? kAmoebaNetMinImageSize : (kAmoebaNetMinImageSize + 1) / 2;
+  GPIPE_CHECK(o.image_size() >= min_size, ConfigError, "AmoebaNet image size ", o.image_size(),
+              " is too small for its reductions: the image is halved ",
+              o.stem_stride() == 2 ? "five" : "four",
+              " times and each halving needs at least a 2x2 map, so the size must be at least ",
+              min_size, " (resize or pad smaller images)");
   GPIPE_CHECK(o.dropout() >= 0 && o.dropout() < 1, ConfigError, "dropout must be in [0, 1), got ",
               o.dropout());
   GPIPE_CHECK(o.drop_path() >= 0 && o.drop_path() < 1, ConfigError,
@@ -89,7 +95,7 @@ AmoebaNetBuilder::AmoebaNetBuilder(AmoebaNetOptions options)
   // The running state of the plan: x (the last output) and skip (the one before), with their
   // channels and spatial sides.
   int64_t x_channels = o.stem_filters();
-  int64_t x_size = halve(o.image_size());
+  int64_t x_size = o.stem_stride() == 2 ? halve(o.image_size()) : o.image_size();
   int64_t skip_channels = x_channels;
   int64_t skip_size = x_size;
   plan_.push_back({LayerPlan::Kind::kStem, "stem", std::nullopt, x_channels, x_size});
@@ -133,7 +139,8 @@ LayerPtr AmoebaNetBuilder::make_layer(int64_t i) const {
   const auto& entry = plan_[static_cast<size_t>(i)];
   switch (entry.kind) {
     case LayerPlan::Kind::kStem:
-      return std::make_shared<AmoebaStem>(options_.channels(), options_.stem_filters());
+      return std::make_shared<AmoebaStem>(options_.channels(), options_.stem_filters(),
+                                          options_.stem_stride());
     case LayerPlan::Kind::kCell:
       return std::make_shared<AmoebaCell>(entry.name, *entry.cell);
     case LayerPlan::Kind::kHead:

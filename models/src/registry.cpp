@@ -23,6 +23,7 @@ std::unique_ptr<ModelBuilder> make_model(const ModelConfig& c) {
             .classes(c.classes)
             .image_size(c.image_size)
             .channels(c.channels)
+            .stem_stride(c.stem_stride)
             .dropout(c.dropout)
             .drop_path(c.drop_path)
             .init_seed(c.init_seed));

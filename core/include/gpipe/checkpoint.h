@@ -36,7 +36,7 @@ struct LoadReport {
 };
 
 // Reads every `stage-*.pt` in `dir` and restores the local stages' tensors by name. Throws
-// Error naming the file for a corrupt shard, and ConfigError naming the parameter when the
+// InputError naming the file for a corrupt shard, and ConfigError naming the parameter when the
 // checkpoint lacks one of ours or holds it with another shape (another model).
 LoadReport load_stage_shards(Pipeline& pipeline, const std::string& dir,
                              const LoadOptions& options = {});

@@ -13,11 +13,12 @@
 
 namespace gpipe::datasets {
 
-// Data that cannot be used: a missing file or folder, an empty class folder, a truncated or
-// corrupt file, a label out of range. The message names the file and the offset or line.
-class DataError : public Error {
+// Data that cannot be used (bad input, like InputError): a missing file or folder, an empty class
+// folder, a truncated or corrupt file, a label out of range. The message names the file and the
+// offset or line.
+class DataError : public InputError {
  public:
-  using Error::Error;
+  using InputError::InputError;
 };
 
 // One image that cannot be read or decoded. Datasets built with skip_bad skip it (and count it);

@@ -17,8 +17,9 @@
 // Sizes: the image is halved five times (stem convolution, two stem cells, two reduction cells),
 // each halving rounding up, so the last map is ceil(image_size / 32) on a side (224 -> 7,
 // 32 -> 1, 28 -> 1). Each halving needs at least a 2x2 map, so image_size must be at least 17;
-// Fashion-MNIST's 28x28 works as is. D must be a multiple of 16: the first stem cell has D/4
-// filters and its 3x3 and 1x7-7x1 operations bottleneck to a quarter of those.
+// Fashion-MNIST's 28x28 works as is. With stem_stride 1 the stem keeps the input's size (four
+// halvings: 28 -> 2; image_size at least 9). D must be a multiple of 16: the first stem cell has
+// D/4 filters and its 3x3 and 1x7-7x1 operations bottleneck to a quarter of those.
 //
 // Where this differs from the reference: the stem convolution pads by one (as torchgpipe does;
 // 224 -> 112 rather than the reference's 299 -> 149 without padding), and the first stem cell,
@@ -55,6 +56,9 @@ struct AmoebaNetOptions {
   TORCH_ARG(int64_t, image_size) = 224;
   TORCH_ARG(int64_t, channels) = 3;
   TORCH_ARG(int64_t, stem_filters) = 32;
+  // Stride of the stem convolution: 2 as the ImageNet reference; 1 keeps a small image's
+  // resolution (28x28 Fashion-MNIST then reaches the normal cells at 7x7 rather than 1x1).
+  TORCH_ARG(int64_t, stem_stride) = 2;
   // Dropout before the classifier (the reference trains with 0.5).
   TORCH_ARG(double, dropout) = 0.0;
   // Drop-path of every cell operation but "none" (the reference trains with 0.3).

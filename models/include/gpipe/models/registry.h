@@ -30,6 +30,8 @@ struct ModelConfig {
   // 3 for ImageNet and CIFAR).
   int64_t image_size = 32;
   int64_t channels = 3;
+  // AmoebaNet stem convolution stride: 2 (ImageNet) or 1 (keeps small images' resolution).
+  int64_t stem_stride = 2;
   // Transformer-L.
   int64_t d_model = 64;
   int64_t ffn = 256;

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# trainer_test.sh CASE BIN_DIR: one behaviour of gpipe_train end to end, on the real
+# Fashion-MNIST with a tiny AmoebaNet-D (BatchNorm, dropout and drop-path on, so equal losses
+# mean equal randomness and statistics too). Passes (exit 0) or says what differed.
+set -uo pipefail
+case_name=$1
+bin=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+
+base=(--model amoebanet-d --layers 3 --filters 16 --image-size 28 --dataset fashion-mnist
+      --batch-size 32 --chunks 2 --workers 1 --dropout 0.2 --drop-path 0.1 --eval-every -1
+      --progress off --optimizer rmsprop --lr 0.01 --seed 5)
+train() { "$bin/gpipe_train" "${base[@]}" "$@"; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+# same_run A.json B.json TOLERANCE: equal losses and parameter checksum.
+same_run() {
+  python3 - "$1" "$2" "$3" <<'PY' || exit 1
+import json, sys
+a, b, tol = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), float(sys.argv[3])
+la, lb = a["losses"], b["losses"]
+assert len(la) == len(lb), f"{len(la)} vs {len(lb)} losses"
+worst = max(abs(x - y) for x, y in zip(la, lb))
+assert worst <= tol, f"losses differ by {worst}: {la} vs {lb}"
+ca, cb = a["param_checksum"], b["param_checksum"]
+assert abs(ca - cb) <= tol * max(1.0, abs(ca)), f"checksums {ca} vs {cb}"
+print(f"same losses (max diff {worst:.2e}) and checksum {ca:.9f}")
+PY
+}
+
+case "$case_name" in
+  resume)
+    # 4 steps straight == 2 steps, stop, resume to 4.
+    train --balance 5,4 --steps 4 --json straight.json >/dev/null 2>&1 || fail "straight run"
+    train --balance 5,4 --steps 2 --checkpoint-dir ck --json first.json 2>/dev/null || fail "first half"
+    train --balance 5,4 --steps 4 --checkpoint-dir ck --resume --json resumed.json 2>resume.log ||
+      fail "resume: $(tail -3 resume.log)"
+    grep -q "resumed from" resume.log || fail "no 'resumed from' line"
+    same_run straight.json resumed.json 0
+    ;;
+  resume_other_k)
+    # A checkpoint saved at K=2 continues at K=3 and K=1.
+    train --balance 5,4 --steps 4 --json straight.json >/dev/null 2>&1 || fail "straight run"
+    train --balance 5,4 --steps 2 --checkpoint-dir ck >/dev/null 2>&1 || fail "first half"
+    cp -r ck ck1
+    train --balance 3,3,3 --steps 4 --checkpoint-dir ck --resume --json k3.json 2>/dev/null || fail "K=3"
+    train --partitions 1 --threads-per-device 1 --steps 4 --checkpoint-dir ck1 --resume \
+      --json k1.json 2>/dev/null || fail "K=1"
+    same_run straight.json k3.json 1e-5 && same_run straight.json k1.json 1e-5
+    ;;
+  crash_during_save)
+    train --balance 5,4 --steps 4 --json straight.json >/dev/null 2>&1 || fail "straight run"
+    train --balance 5,4 --steps 2 --save-every 1 --checkpoint-dir ck >/dev/null 2>&1 || fail "first"
+    GPIPE_FAULT_INJECT=crash-during-save train --balance 5,4 --steps 4 --save-every 1 \
+      --checkpoint-dir ck --resume >/dev/null 2>crash.log
+    status=$?
+    [[ $status -eq 137 ]] || fail "expected the injected crash (137), got $status"
+    [[ "$(cat ck/latest)" == "step-00000002" ]] || fail "latest moved to $(cat ck/latest)"
+    ls -a ck | grep -q "step-00000003.tmp" || fail "no half-written checkpoint left behind"
+    train --balance 5,4 --steps 4 --checkpoint-dir ck --resume --json resumed.json 2>/dev/null ||
+      fail "resume after the crash"
+    [[ ! -e ck/.step-00000003.tmp ]] || fail "the half-written checkpoint was not cleaned up"
+    same_run straight.json resumed.json 0
+    ;;
+  finetune)
+    train --balance 5,4 --steps 2 --checkpoint-dir ck >/dev/null 2>&1 || fail "pre-training"
+    "$bin/gpipe_train" --model amoebanet-d --layers 3 --filters 16 --image-size 28 --channels 1 \
+      --classes 5 --dataset synthetic --batch-size 16 --chunks 2 --balance 5,4 --steps 2 \
+      --progress off --finetune-from ck --json ft.json 2>ft.log || fail "fine-tuning: $(tail -3 ft.log)"
+    grep -q "fine-tuning from .*new: 8.classifier.weight, 8.classifier.bias" ft.log ||
+      fail "the classifier was not replaced: $(grep fine-tuning ft.log)"
+    ;;
+  nonfinite_loss)
+    train --balance 5,4 --steps 6 --save-every 1 --checkpoint-dir ck --lr 1e30 --optimizer sgd \
+      >/dev/null 2>run.log
+    status=$?
+    [[ $status -eq 1 ]] || fail "expected exit 1, got $status"
+    grep -Eq "the loss of step [0-9]+ is -?(nan|inf)" run.log || fail "no clear message: $(tail -2 run.log)"
+    grep -q "last good checkpoint is" run.log || fail "the message does not name the checkpoint"
+    latest=$(cat ck/latest)
+    [[ -f "ck/$latest/manifest.json" ]] || fail "the last good checkpoint is gone"
+    ;;
+  other_model)
+    train --balance 5,4 --steps 1 --checkpoint-dir ck >/dev/null 2>&1 || fail "first run"
+    "$bin/gpipe_train" "${base[@]}" --filters 32 --balance 5,4 --steps 2 --checkpoint-dir ck \
+      --resume >/dev/null 2>run.log
+    status=$?
+    [[ $status -eq 2 ]] || fail "expected exit 2, got $status"
+    grep -q "filters=16" run.log || fail "the message does not name the mismatch: $(tail -1 run.log)"
+    ;;
+  corrupt_checkpoint)
+    train --balance 5,4 --steps 1 --checkpoint-dir ck >/dev/null 2>&1 || fail "first run"
+    shard=ck/step-00000001/stage-1.pt
+    truncate -s 100 "$shard"
+    train --balance 5,4 --steps 2 --checkpoint-dir ck --resume >/dev/null 2>run.log
+    status=$?
+    [[ $status -eq 2 ]] || fail "expected exit 2, got $status"
+    grep -q "stage-1.pt" run.log || fail "the message does not name the file: $(tail -1 run.log)"
+    ;;
+  unknown_preset_key)
+    printf 'model = "mlp"\nbogus-key = 3\n' > bad.toml
+    "$bin/gpipe_train" --config bad.toml >/dev/null 2>run.log
+    status=$?
+    [[ $status -eq 2 ]] || fail "expected exit 2, got $status"
+    grep -q "bogus-key" run.log || fail "the message does not name the key"
+    ;;
+  missing_data)
+    train --dataset cifar10 --data-dir "$work/nowhere" --steps 1 >/dev/null 2>run.log
+    status=$?
+    [[ $status -eq 2 ]] || fail "expected exit 2, got $status"
+    grep -q "nowhere" run.log || fail "the message does not name the folder"
+    ;;
+  metrics)
+    train --balance 5,4 --steps 3 --eval-every 0 --eval-batch-size 2000 --output-dir out \
+      >/dev/null 2>&1 || fail "run"
+    python3 - <<'PY' || exit 1
+import json
+lines = [json.loads(l) for l in open("out/metrics.jsonl")]
+steps = [l for l in lines if "loss" in l]
+evals = [l for l in lines if "test_top1" in l]
+assert [l["step"] for l in steps] == [1, 2, 3], steps
+for key in ("epoch", "loss", "lr", "samples_per_s", "peak_bytes_per_device"):
+    assert key in steps[0], key
+assert len(evals) == 1 and evals[0]["test_examples"] == 10000, evals
+s = json.load(open("out/summary.json"))
+for key in ("final_test_top1", "final_test_top5", "param_checksum", "losses"):
+    assert key in s, key
+trace = json.load(open("out/trace.json"))
+names = {e["name"][0] for e in trace["traceEvents"] if e["ph"] == "X"}
+assert names == {"F", "B", "R"}, names  # except_last recomputes micro-batch 0
+print("metrics, summary and trace ok")
+PY
+    ;;
+  *)
+    fail "unknown case $case_name"
+    ;;
+esac
+echo "ok: $case_name"

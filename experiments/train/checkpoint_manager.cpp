@@ -1,0 +1,175 @@
+#include "train/checkpoint_manager.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "gpipe/errors.h"
+#include "gpipe/timeline.h"
+
+namespace gpipe::train {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr const char* kManifest = "manifest.json";
+constexpr const char* kLatest = "latest";
+
+std::string folder_name(int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "step-%08lld", static_cast<long long>(step));
+  return name;
+}
+
+// Tests set GPIPE_FAULT_INJECT=crash-during-save to die after the first shard of a checkpoint,
+// as a process killed mid-write would.
+bool inject(const char* fault) {
+  const char* value = std::getenv("GPIPE_FAULT_INJECT");
+  return value != nullptr && std::string(value) == fault;
+}
+
+void write_text_atomically(const fs::path& path, const std::string& text) {
+  const auto tmp = fs::path(path.string() + ".tmp");
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    GPIPE_CHECK(out.good(), Error, "cannot write '", tmp.string(), "'");
+  }
+  fs::rename(tmp, path);
+}
+
+// The manifest's model description must match the run's, except knobs that leave the
+// parameters alone.
+void check_same_model(const nlohmann::json& saved, const nlohmann::json& run,
+                      const std::string& path, bool allow_classes) {
+  const auto& a = saved.at("run").at("model");
+  const auto& b = run.at("model");
+  for (const char* key : {"name", "layers", "filters", "channels", "d_model", "ffn", "heads",
+                          "vocab", "width", "in_features"}) {
+    if (!a.contains(key) || !b.contains(key)) continue;
+    GPIPE_CHECK(a[key] == b[key], ConfigError, "the checkpoint '", path, "' is of model ",
+                a["name"].get<std::string>(), " with ", key, "=", a[key].dump(),
+                " but this run builds ", b["name"].get<std::string>(), " with ", key, "=",
+                b[key].dump());
+  }
+  if (!allow_classes) {
+    GPIPE_CHECK(a["classes"] == b["classes"], ConfigError, "the checkpoint '", path, "' has ",
+                a["classes"].dump(), " classes but this run has ", b["classes"].dump(),
+                "; use --finetune-from to start a new classifier");
+  }
+}
+
+}  // namespace
+
+CheckpointManager::CheckpointManager(std::string dir, int64_t keep, distributed::Context* context)
+    : dir_(std::move(dir)), keep_(keep), context_(context) {
+  GPIPE_CHECK(keep_ >= 1, ConfigError, "--keep-checkpoints must be >= 1, got ", keep_);
+  std::error_code error;
+  fs::create_directories(dir_, error);
+  GPIPE_CHECK(fs::is_directory(dir_), ConfigError, "cannot create checkpoint folder '", dir_, "'");
+  // A process that died while saving left a half-written folder: it was never complete, so it
+  // can go.
+  if (context_ == nullptr || context_->rank() == 0) {
+    for (const auto& e : fs::directory_iterator(dir_)) {
+      const auto name = e.path().filename().string();
+      if (name.rfind(".step-", 0) == 0 && name.size() > 4 &&
+          name.substr(name.size() - 4) == ".tmp") {
+        spdlog::warn("removing {}: a checkpoint whose writing never finished", e.path().string());
+        fs::remove_all(e.path());
+      }
+    }
+  }
+}
+
+std::string CheckpointManager::save(Pipeline& pipeline, const RunPosition& position,
+                                    const nlohmann::json& run) {
+  const bool lead = context_ == nullptr || context_->rank() == 0;
+  const auto final_dir = fs::path(dir_) / folder_name(position.step);
+  const auto tmp_dir = fs::path(dir_) / ("." + folder_name(position.step) + ".tmp");
+  if (lead) {
+    fs::remove_all(tmp_dir);
+    fs::create_directories(tmp_dir);
+  }
+  if (context_ != nullptr) context_->barrier();
+  if (context_ == nullptr || context_->replica() == 0) {
+    save_stage_shards(pipeline, tmp_dir.string());
+    if (inject("crash-during-save")) {
+      spdlog::error("fault injection: dying in the middle of writing {}", tmp_dir.string());
+      std::_Exit(137);
+    }
+  }
+  if (context_ != nullptr) context_->barrier();
+  if (lead) {
+    nlohmann::json manifest = {
+        {"format", "gpipe-checkpoint-v1"},
+        {"step", position.step},
+        {"epoch", position.epoch},
+        {"batch", position.batch},
+        {"losses", position.losses},
+        {"stages", pipeline.num_stages()},
+        {"balance", pipeline.options().balance()},
+        {"optimizer", pipeline.has_optimizer()
+                          ? optimizer_kind(pipeline.optimizer(pipeline.first_local_stage()))
+                          : "none"},
+        {"run", run}};
+    write_json_file((tmp_dir / kManifest).string(), manifest);
+    fs::remove_all(final_dir);
+    fs::rename(tmp_dir, final_dir);
+    write_text_atomically(fs::path(dir_) / kLatest, folder_name(position.step) + "\n");
+    // Keep the newest `keep_` complete checkpoints.
+    std::vector<fs::path> complete;
+    for (const auto& e : fs::directory_iterator(dir_)) {
+      const auto name = e.path().filename().string();
+      if (e.is_directory() && name.rfind("step-", 0) == 0) complete.push_back(e.path());
+    }
+    std::sort(complete.begin(), complete.end());
+    for (size_t i = 0; i + keep_ < complete.size(); ++i)
+      fs::remove_all(complete[i]);
+  }
+  if (context_ != nullptr) context_->barrier();
+  return final_dir.string();
+}
+
+std::optional<std::string> CheckpointManager::latest() const {
+  std::ifstream in(fs::path(dir_) / kLatest);
+  std::string name;
+  if (!(in >> name)) return std::nullopt;
+  const auto path = fs::path(dir_) / name;
+  if (!fs::exists(path / kManifest)) return std::nullopt;
+  return path.string();
+}
+
+std::string CheckpointManager::resolve(const std::string& path) {
+  GPIPE_CHECK(fs::exists(path), ConfigError, "checkpoint '", path, "' does not exist");
+  if (fs::exists(fs::path(path) / kManifest)) return path;
+  std::ifstream in(fs::path(path) / kLatest);
+  std::string name;
+  GPIPE_CHECK(static_cast<bool>(in >> name), ConfigError, "'", path,
+              "' is neither a checkpoint (no manifest.json) nor a checkpoint folder (no latest)");
+  const auto resolved = (fs::path(path) / name).string();
+  GPIPE_CHECK(fs::exists(fs::path(resolved) / kManifest), ConfigError, "'", path, "/latest' names ",
+              name, ", which is incomplete or gone");
+  return resolved;
+}
+
+nlohmann::json CheckpointManager::load(Pipeline& pipeline, const std::string& path,
+                                       const LoadOptions& options, const nlohmann::json& run,
+                                       LoadReport* report) {
+  const auto dir = resolve(path);
+  nlohmann::json manifest;
+  {
+    std::ifstream in(fs::path(dir) / kManifest);
+    manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  }
+  GPIPE_CHECK(!manifest.is_discarded() && manifest.value("format", "") == "gpipe-checkpoint-v1",
+              ConfigError, "'", (fs::path(dir) / kManifest).string(),
+              "' is corrupt or not a gpipe checkpoint manifest");
+  check_same_model(manifest, run, dir, options.skip_mismatched_shapes());
+  const auto loaded = load_stage_shards(pipeline, dir, options);
+  if (report != nullptr) *report = loaded;
+  return manifest;
+}
+
+}  // namespace gpipe::train

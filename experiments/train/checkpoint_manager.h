@@ -1,0 +1,56 @@
+// Checkpoints of a training run on disk: written atomically, found again, pruned.
+//
+// Why this file exists: a run must survive being killed. A checkpoint is a folder
+// `step-<N>/` holding one shard per stage (core's checkpoint.h: parameters, buffers and optimizer
+// state by global name, so any K loads it) and a manifest with the run's position (step, epoch,
+// batch in the epoch), its losses so far and its configuration. It is written under a
+// temporary name and renamed only when complete, and `latest` names the newest complete one,
+// so a process that dies mid-write leaves the previous checkpoint loadable. In a distributed
+// run every stage of replica 0 writes its own shard and rank 0 completes the folder.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpipe/checkpoint.h"
+#include "gpipe/distributed.h"
+
+namespace gpipe::train {
+
+// Where a run is: restored exactly by a resume.
+struct RunPosition {
+  int64_t step = 0;   // steps done
+  int64_t epoch = 0;  // current epoch
+  int64_t batch = 0;  // batches of the current epoch done
+  std::vector<double> losses;
+};
+
+class CheckpointManager {
+ public:
+  // `context` is null in-process.
+  CheckpointManager(std::string dir, int64_t keep, distributed::Context* context);
+
+  // Saves `pipeline` at `position`; `run` (the run's configuration) goes into the manifest.
+  // Returns the checkpoint's folder.
+  std::string save(Pipeline& pipeline, const RunPosition& position, const nlohmann::json& run);
+  // The newest complete checkpoint in the folder, if any.
+  std::optional<std::string> latest() const;
+
+  // Restores `pipeline` from `path` (a checkpoint folder, or a checkpoint-dir whose latest is
+  // taken) and returns the manifest. Throws ConfigError for a checkpoint of another model.
+  static nlohmann::json load(Pipeline& pipeline, const std::string& path,
+                             const LoadOptions& options, const nlohmann::json& run,
+                             LoadReport* report = nullptr);
+  // A checkpoint folder from a folder that is one, or holds `latest`.
+  static std::string resolve(const std::string& path);
+
+ private:
+  std::string dir_;
+  int64_t keep_;
+  distributed::Context* context_;
+};
+
+}  // namespace gpipe::train

@@ -1,0 +1,93 @@
+#include "train/optimization.h"
+
+#include <cmath>
+
+#include "gpipe/errors.h"
+
+namespace gpipe::train {
+
+Pipeline::OptimizerFactory make_optimizer_factory(const TrainOptions& o) {
+  GPIPE_CHECK(o.lr > 0 && std::isfinite(o.lr), ConfigError, "--lr must be > 0, got ", o.lr);
+  GPIPE_CHECK(o.weight_decay >= 0, ConfigError, "--weight-decay must be >= 0, got ",
+              o.weight_decay);
+  GPIPE_CHECK(o.momentum >= 0 && o.momentum < 1, ConfigError, "--momentum must be in [0, 1), got ",
+              o.momentum);
+  if (o.optimizer == "sgd") {
+    GPIPE_CHECK(!o.nesterov || o.momentum > 0, ConfigError, "--nesterov needs --momentum > 0");
+    const auto sgd = torch::optim::SGDOptions(o.lr)
+                         .momentum(o.momentum)
+                         .nesterov(o.nesterov)
+                         .weight_decay(o.weight_decay);
+    return [sgd](std::vector<torch::Tensor> params) {
+      return std::make_unique<torch::optim::SGD>(params, sgd);
+    };
+  }
+  if (o.optimizer == "rmsprop") {
+    const auto rms = torch::optim::RMSpropOptions(o.lr)
+                         .alpha(o.rmsprop_decay)
+                         .eps(o.rmsprop_eps)
+                         .momentum(o.momentum)
+                         .weight_decay(o.weight_decay);
+    return [rms](std::vector<torch::Tensor> params) {
+      return std::make_unique<torch::optim::RMSprop>(params, rms);
+    };
+  }
+  if (o.optimizer == "adam" || o.optimizer == "adamw") {
+    GPIPE_CHECK(o.adam_beta1 >= 0 && o.adam_beta1 < 1 && o.adam_beta2 >= 0 && o.adam_beta2 < 1,
+                ConfigError, "Adam betas must be in [0, 1), got ", o.adam_beta1, " and ",
+                o.adam_beta2);
+    if (o.optimizer == "adamw") {
+      const auto adamw = torch::optim::AdamWOptions(o.lr)
+                             .betas({o.adam_beta1, o.adam_beta2})
+                             .eps(o.adam_eps)
+                             .weight_decay(o.weight_decay);
+      return [adamw](std::vector<torch::Tensor> params) {
+        return std::make_unique<torch::optim::AdamW>(params, adamw);
+      };
+    }
+    const auto adam = torch::optim::AdamOptions(o.lr)
+                          .betas({o.adam_beta1, o.adam_beta2})
+                          .eps(o.adam_eps)
+                          .weight_decay(o.weight_decay);
+    return [adam](std::vector<torch::Tensor> params) {
+      return std::make_unique<torch::optim::Adam>(params, adam);
+    };
+  }
+  throw ConfigError(
+      c10::str("unknown optimizer '", o.optimizer, "': expected sgd, rmsprop, adam or adamw"));
+}
+
+LrSchedule::LrSchedule(const TrainOptions& o, int64_t total_steps, int64_t steps_per_epoch)
+    : kind_(o.lr_schedule),
+      peak_(o.lr),
+      warmup_(o.warmup_steps),
+      total_(total_steps),
+      steps_per_epoch_(std::max<int64_t>(steps_per_epoch, 1)),
+      decay_(o.lr_decay),
+      decay_epochs_(o.lr_decay_epochs),
+      min_lr_(o.min_lr) {
+  GPIPE_CHECK(kind_ == "constant" || kind_ == "cosine" || kind_ == "exponential", ConfigError,
+              "unknown --lr-schedule '", kind_, "': expected constant, cosine or exponential");
+  GPIPE_CHECK(warmup_ >= 0, ConfigError, "--warmup-steps must be >= 0, got ", warmup_);
+  GPIPE_CHECK(decay_ > 0 && decay_ <= 1 && decay_epochs_ > 0, ConfigError,
+              "--lr-decay must be in (0, 1] and --lr-decay-epochs > 0, got ", decay_, " and ",
+              decay_epochs_);
+  GPIPE_CHECK(min_lr_ >= 0 && min_lr_ <= peak_, ConfigError, "--min-lr must be in [0, --lr], got ",
+              min_lr_);
+}
+
+double LrSchedule::at(int64_t step) const {
+  if (step < warmup_) return peak_ * static_cast<double>(step + 1) / static_cast<double>(warmup_);
+  if (kind_ == "cosine") {
+    const double span = std::max<double>(1.0, static_cast<double>(total_ - warmup_));
+    const double t = std::min(1.0, static_cast<double>(step - warmup_) / span);
+    return min_lr_ + 0.5 * (peak_ - min_lr_) * (1.0 + std::cos(M_PI * t));
+  }
+  if (kind_ == "exponential") {
+    const double epochs = static_cast<double>(step) / static_cast<double>(steps_per_epoch_);
+    return peak_ * std::pow(decay_, std::floor(epochs / decay_epochs_));
+  }
+  return peak_;
+}
+
+}  // namespace gpipe::train

@@ -1,0 +1,94 @@
+#include "train/training_data.h"
+
+#include <spdlog/spdlog.h>
+
+#include "gpipe/errors.h"
+#include "gpipe/layer.h"
+
+namespace gpipe::train {
+namespace {
+
+constexpr int64_t kSyntheticEpochSteps = 100;
+
+}  // namespace
+
+TrainingData::TrainingData(const TrainOptions& options) : options_(options) {
+  if (options_.dataset == "synthetic") return;
+  GPIPE_CHECK(options_.workers >= 0, ConfigError, "--workers must be >= 0, got ", options_.workers);
+  auto make = [&](datasets::Split split, bool augment) {
+    return datasets::make_dataset(datasets::DatasetOptions(options_.dataset)
+                                      .data_dir(options_.data_dir)
+                                      .split(split)
+                                      .image_size(options_.model.image_size)
+                                      .augment(augment)
+                                      .skip_bad(options_.skip_bad)
+                                      .seed(options_.seed));
+  };
+  train_set_ = make(datasets::Split::kTrain, options_.augment);
+  train_ =
+      std::make_unique<datasets::Loader>(train_set_, datasets::LoaderOptions(options_.batch_size)
+                                                         .workers(options_.workers)
+                                                         .shuffle(true)
+                                                         .drop_last(true)
+                                                         .seed(options_.seed));
+  GPIPE_CHECK(train_->batches_per_epoch() >= 1, ConfigError, "the training split of ",
+              options_.dataset, " has ", train_set_->size(),
+              " examples, fewer than one --batch-size of ", options_.batch_size);
+  test_set_ = make(datasets::Split::kTest, false);
+  const int64_t eval_batch =
+      options_.eval_batch_size > 0 ? options_.eval_batch_size : options_.batch_size;
+  test_ = std::make_unique<datasets::Loader>(
+      test_set_, datasets::LoaderOptions(eval_batch).workers(options_.workers).seed(options_.seed));
+}
+
+TrainingData::~TrainingData() = default;
+
+void TrainingData::apply_to(models::ModelConfig& model) const {
+  if (synthetic()) return;
+  const int64_t channels = train_set_->channels();
+  const int64_t classes = train_set_->num_classes();
+  if (model.channels != channels || model.classes != classes) {
+    spdlog::info("{} has {} channel(s) and {} classes: the model takes them", options_.dataset,
+                 channels, classes);
+  }
+  model.channels = channels;
+  model.classes = classes;
+}
+
+int64_t TrainingData::steps_per_epoch() const {
+  return synthetic() ? kSyntheticEpochSteps : train_->batches_per_epoch();
+}
+
+int64_t TrainingData::train_examples() const {
+  return synthetic() ? kSyntheticEpochSteps * options_.batch_size
+                     : static_cast<int64_t>(train_set_->size());
+}
+
+std::string TrainingData::describe() const {
+  if (synthetic()) return "synthetic batches from the model";
+  return c10::str(options_.dataset, ": ", train_set_->size(), " training and ",
+                  test_set_ ? test_set_->size() : 0, " test examples, ", steps_per_epoch(),
+                  " steps per epoch");
+}
+
+void TrainingData::begin_epoch(int64_t epoch, int64_t start_batch) {
+  epoch_ = epoch;
+  batch_ = start_batch;
+  if (train_) train_->begin_epoch(epoch, start_batch);
+}
+
+std::optional<models::SampleBatch> TrainingData::next() {
+  if (batch_ >= steps_per_epoch()) return std::nullopt;
+  const int64_t index = batch_++;
+  if (synthetic()) {
+    GPIPE_CHECK(builder_ != nullptr, ConfigError, "synthetic data needs the model");
+    // A pure function of (seed, epoch, batch).
+    return builder_->sample_batch(options_.batch_size,
+                                  mix_seed(options_.seed, epoch_, index, /*layer=*/-1));
+  }
+  auto batch = train_->next();
+  if (!batch) return std::nullopt;
+  return models::SampleBatch{batch->input, batch->target};
+}
+
+}  // namespace gpipe::train

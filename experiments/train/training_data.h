@@ -1,0 +1,49 @@
+// Where the trainer's batches come from: a real dataset through the prefetching loader, or the
+// model's own synthetic batches.
+//
+// Why this file exists: the training loop should not care whether a batch was decoded from
+// Fashion-MNIST or drawn from a generator. Both are pure functions of (seed, epoch, batch), so a
+// resumed run sees exactly the batches the interrupted one would have.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "gpipe/datasets/datasets.h"
+#include "gpipe/models/model.h"
+#include "train/train_options.h"
+
+namespace gpipe::train {
+
+class TrainingData {
+ public:
+  explicit TrainingData(const TrainOptions& options);
+  ~TrainingData();
+
+  // A real dataset decides the model's input channels and classes (logged when it changes them).
+  void apply_to(models::ModelConfig& model) const;
+  // Synthetic batches come from the model; call once the model exists.
+  void set_model(const models::ModelBuilder* builder) { builder_ = builder; }
+
+  bool synthetic() const { return train_ == nullptr; }
+  int64_t steps_per_epoch() const;
+  int64_t train_examples() const;
+  std::string describe() const;
+
+  void begin_epoch(int64_t epoch, int64_t start_batch);
+  // The next batch of the epoch, or nullopt at its end.
+  std::optional<models::SampleBatch> next();
+
+  // The test split (nullptr for synthetic data, or a dataset without one).
+  datasets::Loader* test() { return test_.get(); }
+
+ private:
+  TrainOptions options_;
+  const models::ModelBuilder* builder_ = nullptr;
+  std::shared_ptr<datasets::Dataset> train_set_, test_set_;
+  std::unique_ptr<datasets::Loader> train_, test_;
+  int64_t epoch_ = 0;
+  int64_t batch_ = 0;
+};
+
+}  // namespace gpipe::train
