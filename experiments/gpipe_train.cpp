@@ -39,9 +39,16 @@ int main(int argc, char** argv) {
     argv2.push_back(a.data());
   return cli::run_main(app, static_cast<int>(argv2.size()), argv2.data(), [&] {
     spdlog::set_level(spdlog::level::from_str(options.log_level));
+    train::Trainer trainer(options);
     try {
-      train::Trainer trainer(options);
-      const auto result = trainer.run();
+      const auto result = [&] {
+        try {
+          return trainer.run();
+        } catch (const std::exception& e) {
+          trainer.abort_peers(describe_exception(std::current_exception()));
+          throw;
+        }
+      }();
       if (!trainer.reports()) return cli::kExitOk;
       if (result.final_evaluation) {
         spdlog::info("final test top-1 {:.2f}%, top-5 {:.2f}%", result.final_evaluation->top1 * 100,

@@ -2,9 +2,9 @@
 
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <spdlog/spdlog.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -129,8 +129,10 @@ Context::Context(const Env& env, ContextOptions options) : env_(env), options_(o
     const std::string what = e.what();
     if (env_.rank == 0) {
       throw ConfigError(c10::str("rank 0 cannot host the rendezvous store at ", env_.master_addr,
-                                 ":", env_.master_port, " (is the port in use, perhaps by another "
-                                 "process with RANK=0?): ", what.substr(0, 300)));
+                                 ":", env_.master_port,
+                                 " (is the port in use, perhaps by another "
+                                 "process with RANK=0?): ",
+                                 what.substr(0, 300)));
     }
     throw DistributedError(
         c10::str("rank ", env_.rank, " cannot reach the master at ", env_.master_addr, ":",
@@ -160,9 +162,9 @@ Context::Context(const Env& env, ContextOptions options) : env_(env), options_(o
     } else {
       pipeline_ = make_gloo(store_, c10::str("gpipe/pp/", replica()), static_cast<int>(stage()),
                             static_cast<int>(K), options_.timeout(), m);
-      data_parallel_ = make_gloo(store_, c10::str("gpipe/dp/", stage()),
-                                 static_cast<int>(replica()), static_cast<int>(replicas()),
-                                 options_.timeout(), m);
+      data_parallel_ =
+          make_gloo(store_, c10::str("gpipe/dp/", stage()), static_cast<int>(replica()),
+                    static_cast<int>(replicas()), options_.timeout(), m);
     }
   } catch (const Error&) {
     stopping_ = true;
@@ -171,8 +173,21 @@ Context::Context(const Env& env, ContextOptions options) : env_(env), options_(o
   } catch (const std::exception& e) {
     stopping_ = true;
     watchdog_.join();
+    // A peer that stopped on purpose said why in the store; that is the better message.
+    std::string why;
+    try {
+      if (store_->check({kAbortKey})) why = bytes_to_string(store_->get(kAbortKey));
+    } catch (const std::exception&) {
+    }
+    if (why.empty()) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      why = abort_reason_;
+    }
     throw DistributedError(
-        c10::str("rank ", env_.rank, " could not connect its process groups: ", e.what()), -1);
+        why.empty()
+            ? c10::str("rank ", env_.rank, " could not connect its process groups: ", e.what())
+            : why,
+        -1);
   }
   spdlog::debug("rank {}: stage {} of {}, replica {} of {}", env_.rank, stage(), K, replica(),
                 replicas());
@@ -203,26 +218,42 @@ std::string Context::describe(int rank) const {
 }
 
 void Context::register_rank() {
+  // On a bad rank set-up, say why in the store (so every process stops with the same message)
+  // and, on rank 0, keep the store up a moment so the others can read it.
+  auto refuse = [&](const std::string& why) {
+    try {
+      store_->compareSet(kAbortKey, {}, string_to_bytes(why));
+    } catch (const std::exception&) {
+    }
+    linger_for_peers();
+    throw ConfigError(why);
+  };
   const int64_t count = store_->add(c10::str("gpipe/rank/", env_.rank), 1);
-  GPIPE_CHECK(count == 1, ConfigError, "RANK=", env_.rank,
-              " is claimed by more than one process: give every process its own RANK in 0..",
-              env_.world_size - 1);
+  if (count != 1) {
+    refuse(c10::str("RANK=", env_.rank,
+                    " is claimed by more than one process: give every "
+                    "process its own RANK in 0..",
+                    env_.world_size - 1));
+  }
   const auto deadline = std::chrono::steady_clock::now() + options_.timeout();
   while (true) {
     std::vector<int> missing;
     for (int r = 0; r < env_.world_size; ++r) {
       const int64_t claims = store_->add(c10::str("gpipe/rank/", r), 0);
-      GPIPE_CHECK(claims <= 1, ConfigError, "RANK=", r, " is claimed by ", claims,
-                  " processes: give every process its own RANK in 0..", env_.world_size - 1);
+      if (claims > 1) {
+        refuse(c10::str("RANK=", r, " is claimed by ", claims,
+                        " processes: give every process its own RANK in 0..", env_.world_size - 1));
+      }
       if (claims == 0) missing.push_back(r);
     }
     if (missing.empty()) return;
+    if (store_->check({kAbortKey})) throw ConfigError(bytes_to_string(store_->get(kAbortKey)));
     if (std::chrono::steady_clock::now() > deadline) {
-      throw DistributedError(c10::str("rank ", env_.rank, " waited ",
-                                      options_.timeout().count() / 1000.0, " s for ranks ",
-                                      c10::Join(",", missing), " of WORLD_SIZE=", env_.world_size,
-                                      " to join; they never did"),
-                             missing.front());
+      throw DistributedError(
+          c10::str("rank ", env_.rank, " waited ", options_.timeout().count() / 1000.0,
+                   " s for ranks ", c10::Join(",", missing), " of WORLD_SIZE=", env_.world_size,
+                   " to join; they never did"),
+          missing.front());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -249,19 +280,20 @@ void Context::watch() {
             changed[r] = now;
           } else if (r != env_.rank && now - changed[r] > options_.timeout() &&
                      !watch_store_->check({c10::str("gpipe/done")})) {
-            const std::string why = c10::str(
-                describe(r), " was lost: its heartbeat stopped ",
-                std::chrono::duration<double>(now - changed[r]).count(), " s ago (detected by ",
-                describe(env_.rank), ")");
-            record_abort(bytes_to_string(
-                watch_store_->compareSet(kAbortKey, {}, string_to_bytes(why))));
+            const std::string why =
+                c10::str(describe(r), " was lost: its heartbeat stopped ",
+                         std::chrono::duration<double>(now - changed[r]).count(),
+                         " s ago (detected by ", describe(env_.rank), ")");
+            record_abort(
+                bytes_to_string(watch_store_->compareSet(kAbortKey, {}, string_to_bytes(why))));
           }
         }
       }
     } catch (const std::exception& e) {
       if (stopping_) return;
-      record_abort(c10::str(describe(0), " was lost: the rendezvous store it hosts stopped "
-                                         "answering (",
+      record_abort(c10::str(describe(0),
+                            " was lost: the rendezvous store it hosts stopped "
+                            "answering (",
                             std::string(e.what()).substr(0, 200), ")"));
     }
     std::this_thread::sleep_for(options_.heartbeat());
@@ -340,6 +372,10 @@ void Context::fail(const std::string& what, int suspect) {
   throw DistributedError(reason, lost);
 }
 
+void Context::linger_for_peers() const {
+  if (env_.rank == 0) std::this_thread::sleep_for(options_.heartbeat() * 6);
+}
+
 void Context::announce_failure(const std::string& what) {
   try {
     const std::string why = c10::str(describe(env_.rank), " failed: ", what);
@@ -370,8 +406,8 @@ int64_t Context::global_batch(int64_t local) {
 }
 
 std::pair<double, bool> Context::reduce_loss(double local_partial, bool local_ok) {
-  auto values = torch::tensor({local_ok ? local_partial : 0.0, local_ok ? 0.0 : 1.0},
-                              torch::kDouble);
+  auto values =
+      torch::tensor({local_ok ? local_partial : 0.0, local_ok ? 0.0 : 1.0}, torch::kDouble);
   values = all_reduce(*world_, values, "reducing the loss");
   return {values[0].item<double>(), values[1].item<double>() == 0.0};
 }
@@ -380,10 +416,12 @@ void Context::reduce_gradients(const std::vector<torch::Tensor>& grads) {
   if (replicas() == 1 || grads.empty()) return;
   // One flat buffer per dtype: one collective instead of one per parameter.
   std::map<c10::ScalarType, std::vector<torch::Tensor>> by_type;
-  for (const auto& g : grads) by_type[g.scalar_type()].push_back(g);
+  for (const auto& g : grads)
+    by_type[g.scalar_type()].push_back(g);
   for (auto& [type, group] : by_type) {
     std::vector<torch::Tensor> flat;
-    for (const auto& g : group) flat.push_back(g.reshape({-1}));
+    for (const auto& g : group)
+      flat.push_back(g.reshape({-1}));
     auto buffer = all_reduce(*data_parallel_, torch::cat(flat), "summing gradients over replicas");
     int64_t offset = 0;
     for (auto& g : group) {
@@ -416,7 +454,8 @@ ProcessGroupTransport::ProcessGroupTransport(Context& context) : context_(contex
 ProcessGroupTransport::~ProcessGroupTransport() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& [peer, receiver] : receivers_) receiver->stop = true;
+    for (auto& [peer, receiver] : receivers_)
+      receiver->stop = true;
   }
   cv_.notify_all();
   for (auto& [peer, receiver] : receivers_) {
@@ -452,7 +491,8 @@ void ProcessGroupTransport::send(int64_t from, int64_t to, const MessageKey& key
     if (!t.defined()) continue;
     h[at++] = static_cast<int64_t>(t.scalar_type());
     h[at++] = t.dim();
-    for (int64_t d : t.sizes()) h[at++] = d;
+    for (int64_t d : t.sizes())
+      h[at++] = d;
     // Gloo sends CPU tensors; NCCL sends device tensors as they are.
     const bool gloo = context_.pipeline_group().getBackendName() == "gloo";
     pieces.push_back(t.is_cuda() && gloo ? t.cpu().contiguous() : t.contiguous());
@@ -460,8 +500,8 @@ void ProcessGroupTransport::send(int64_t from, int64_t to, const MessageKey& key
   for (size_t i = 0; i < pieces.size(); ++i) {
     std::vector<at::Tensor> one{pieces[i]};
     try {
-      auto work = context_.pipeline_group().send(one, static_cast<int>(to),
-                                                 tag(key, static_cast<int>(i)));
+      auto work =
+          context_.pipeline_group().send(one, static_cast<int>(to), tag(key, static_cast<int>(i)));
       std::lock_guard<std::mutex> lock(mutex_);
       sends_.emplace_back(std::move(work), std::move(one));
     } catch (const std::exception& e) {
@@ -487,11 +527,11 @@ Activations ProcessGroupTransport::receive_message(int64_t peer, const MessageKe
     } catch (const DistributedError&) {
       throw;
     } catch (const std::exception& e) {
-      context_.fail(
-          c10::str("waiting for ", key.direction == Direction::kForward ? "activations" : "gradients",
-                   " of micro-batch ", key.microbatch, " of step ", key.step, " from ",
-                   context_.describe(global), ": ", std::string(e.what()).substr(0, 300)),
-          global);
+      context_.fail(c10::str("waiting for ",
+                             key.direction == Direction::kForward ? "activations" : "gradients",
+                             " of micro-batch ", key.microbatch, " of step ", key.step, " from ",
+                             context_.describe(global), ": ", std::string(e.what()).substr(0, 300)),
+                    global);
     }
   };
   std::vector<at::Tensor> header{torch::empty({kHeaderSize}, torch::kLong)};
@@ -566,7 +606,8 @@ void ProcessGroupTransport::begin_stage(int64_t stage, int64_t stages,
 }
 
 Activations ProcessGroupTransport::recv(int64_t from, int64_t to, const MessageKey& key) {
-  const auto where = std::make_tuple(from, key.step, key.microbatch, static_cast<int>(key.direction));
+  const auto where =
+      std::make_tuple(from, key.step, key.microbatch, static_cast<int>(key.direction));
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
     if (auto it = mailbox_.find(where); it != mailbox_.end()) {
@@ -593,8 +634,8 @@ void ProcessGroupTransport::end_stage(int64_t stage) {
     try {
       work->wait(context_.timeout());
     } catch (const std::exception& e) {
-      context_.fail(c10::str("stage ", stage, " could not finish its sends: ",
-                             std::string(e.what()).substr(0, 300)),
+      context_.fail(c10::str("stage ", stage,
+                             " could not finish its sends: ", std::string(e.what()).substr(0, 300)),
                     -1);
     }
   }

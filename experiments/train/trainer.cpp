@@ -94,9 +94,11 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
                  std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout * 1000))));
     // A peer's failure ends this process too, with the lost rank named.
     const int rank = env.rank;
-    context_->set_abort_handler([rank](const std::string& why) {
+    auto* context = context_.get();
+    context_->set_abort_handler([rank, context](const std::string& why) {
       spdlog::error("rank {} stops: {}", rank, why);
       spdlog::default_logger()->flush();
+      context->linger_for_peers();
       std::_Exit(cli::kExitFailure);
     });
     GPIPE_CHECK(o.batch_size % context_->replicas() == 0, ConfigError, "--batch-size ",
@@ -126,6 +128,12 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::abort_peers(const std::string& why) {
+  if (context_ == nullptr) return;
+  context_->announce_failure(why);
+  context_->linger_for_peers();
+}
 
 void Trainer::resolve_balance() {
   const auto& o = options_;

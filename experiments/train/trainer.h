@@ -61,6 +61,9 @@ class Trainer {
   ~Trainer();
 
   TrainResult run();
+  // In a distributed run: tells the other processes why this one is stopping (through the
+  // store), and on rank 0 waits for them to read it. No-op in-process.
+  void abort_peers(const std::string& why);
 
   Pipeline& pipeline() { return *pipeline_; }
   const TrainOptions& options() const { return options_; }

@@ -104,6 +104,9 @@ class Context : public StepCollectives {
   [[noreturn]] void fail(const std::string& what, int suspect);
   // Publishes a local failure so the other ranks stop waiting for this one.
   void announce_failure(const std::string& what);
+  // Rank 0 hosts the store: before it exits on a failure it waits a few heartbeats, so that
+  // every other rank reads why from the store rather than only seeing it vanish. No-op elsewhere.
+  void linger_for_peers() const;
 
   // StepCollectives: sums over replicas / the world, with failures turned into fail().
   int64_t global_batch(int64_t local) override;

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# distributed_test.sh CASE BIN_DIR: gpipe_train --distributed over c10d (Gloo, loopback or two
+# network namespaces), checked against the in-process pipeline. Exit 0 pass, 1 fail, 77 skip.
+set -uo pipefail
+case_name=$1
+bin=$2
+here=$(cd "$(dirname "$0")" && pwd)
+launch=$here/../../scripts/launch.sh
+work=$(mktemp -d)
+pids=()
+namespaces=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null; done
+  for ns in "${namespaces[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+cd "$work"
+fail() { echo "FAIL: $*"; exit 1; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+mlp=(--model mlp --layers 5 --width 64 --in-features 16 --classes 8 --batch-size 32 --chunks 4
+     --steps 5 --seed 3 --dropout 0.1 --optimizer sgd --lr 0.05 --progress off)
+same_run() {  # A.json B.json TOLERANCE
+  python3 - "$@" <<'PY' || exit 1
+import json, sys
+a, b, tol = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), float(sys.argv[3])
+worst = max(abs(x - y) for x, y in zip(a["losses"], b["losses"]))
+assert len(a["losses"]) == len(b["losses"]) and worst <= tol, f"losses {a['losses']} vs {b['losses']}"
+ca, cb = a["param_checksum"], b["param_checksum"]
+assert abs(ca - cb) <= tol * max(1.0, abs(ca)), f"checksum {ca} vs {cb}"
+print(f"same losses (max diff {worst:.1e}) and checksum {ca:.9f}")
+PY
+}
+
+case "$case_name" in
+  two_processes)
+    "$bin/gpipe_train" "${mlp[@]}" --balance 3,3 --json local.json 2>/dev/null || fail "in-process"
+    "$launch" --nproc-per-node 2 --master-port "$(free_port)" -- \
+      "$bin/gpipe_train" --distributed "${mlp[@]}" --balance 3,3 --json dist.json >run.log 2>&1 ||
+      fail "distributed: $(tail -5 run.log)"
+    same_run local.json dist.json 1e-6
+    ;;
+  data_parallel)
+    # K=2 x R=2: each replica half the batch, the same losses as one K=2 pipeline.
+    "$bin/gpipe_train" "${mlp[@]}" --dropout 0 --balance 3,3 --json local.json 2>/dev/null || fail "in-process"
+    "$launch" --nproc-per-node 4 --master-port "$(free_port)" -- \
+      "$bin/gpipe_train" --distributed "${mlp[@]}" --dropout 0 --balance 3,3 --json dist.json \
+      >run.log 2>&1 || fail "distributed: $(tail -5 run.log)"
+    same_run local.json dist.json 1e-5
+    ;;
+  two_hosts)
+    # Two network namespaces joined by a veth pair stand in for two hosts.
+    id=$$
+    a=gpipe-a-$id
+    b=gpipe-b-$id
+    if ! ip netns add "$a" 2>/dev/null; then
+      echo "SKIP: cannot create network namespaces here (needs CAP_NET_ADMIN)"
+      exit 77
+    fi
+    namespaces+=("$a")
+    ip netns add "$b" || fail "second namespace"
+    namespaces+=("$b")
+    octet=$(( (id % 250) + 1 ))
+    ip link add "ga$id" type veth peer name "gb$id" || fail "veth"
+    ip link set "ga$id" netns "$a" && ip link set "gb$id" netns "$b" || fail "move veth"
+    ip -n "$a" addr add "10.231.$octet.1/30" dev "ga$id" && ip -n "$b" addr add "10.231.$octet.2/30" dev "gb$id"
+    for ns in "$a" "$b"; do ip -n "$ns" link set lo up; done
+    ip -n "$a" link set "ga$id" up && ip -n "$b" link set "gb$id" up || fail "links up"
+    "$bin/gpipe_train" "${mlp[@]}" --balance 3,3 --json local.json 2>/dev/null || fail "in-process"
+    master=10.231.$octet.1
+    port=29400
+    ip netns exec "$a" env OMP_WAIT_POLICY=PASSIVE "$launch" --nproc-per-node 1 --nnodes 2 --node-rank 0 \
+      --master-addr "$master" --master-port $port -- \
+      "$bin/gpipe_train" --distributed "${mlp[@]}" --balance 3,3 --json dist.json >host0.log 2>&1 &
+    pids+=($!)
+    ip netns exec "$b" env OMP_WAIT_POLICY=PASSIVE "$launch" --nproc-per-node 1 --nnodes 2 --node-rank 1 \
+      --master-addr "$master" --master-port $port -- \
+      "$bin/gpipe_train" --distributed "${mlp[@]}" --balance 3,3 >host1.log 2>&1 || fail "host 1: $(tail -5 host1.log)"
+    wait "${pids[0]}" || fail "host 0: $(tail -5 host0.log)"
+    pids=()
+    same_run local.json dist.json 1e-6
+    ;;
+  kill_rank)
+    # Three stages as three processes; kill the middle one mid-step: the others must exit
+    # non-zero well within the timeout, naming rank 1.
+    port=$(free_port)
+    start=$(date +%s)
+    for rank in 0 1 2; do
+      RANK=$rank WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+        "$bin/gpipe_train" --distributed --model sleep --layers 3 --layer-ms 20 --balance 1,1,1 \
+        --chunks 4 --batch-size 8 --steps 1000 --comm-timeout 30 --progress off \
+        >"rank$rank.log" 2>&1 &
+      pids+=($!)
+    done
+    sleep 5
+    kill -9 "${pids[1]}"
+    killed=$(date +%s)
+    for rank in 0 2; do
+      wait "${pids[$rank]}"
+      status=$?
+      [[ $status -ne 0 ]] || fail "rank $rank exited 0"
+      grep -q "rank 1 (stage 1, replica 0) was lost" "rank$rank.log" ||
+        fail "rank $rank does not name rank 1: $(tail -2 rank$rank.log)"
+    done
+    elapsed=$(( $(date +%s) - killed ))
+    pids=()
+    [[ $elapsed -lt 30 ]] || fail "the survivors took $elapsed s (timeout 30 s)"
+    echo "survivors exited non-zero ${elapsed} s after the kill, naming rank 1"
+    ;;
+  restart)
+    # Kill a rank after some checkpoints; a relaunch with --resume finishes the run exactly.
+    "$bin/gpipe_train" "${mlp[@]}" --steps 30 --balance 3,3 --json local.json 2>/dev/null || fail "in-process"
+    port=$(free_port)
+    "$launch" --nproc-per-node 2 --master-port "$port" --grace 1 -- "$bin/gpipe_train" --distributed \
+      "${mlp[@]}" --steps 30 --balance 3,3 --save-every 1 --checkpoint-dir ck --comm-timeout 10 \
+      >first.log 2>&1 &
+    launcher=$!
+    for _ in $(seq 100); do [[ -f ck/latest ]] && break; sleep 0.1; done
+    sleep 0.5
+    victim=$(pgrep -f "gpipe_train --distributed" | while read -r p; do
+      tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx RANK=1 && echo "$p"; done | head -1)
+    [[ -n "$victim" ]] && kill -9 "$victim"
+    wait $launcher
+    [[ -f ck/latest ]] || fail "no checkpoint was written before the kill"
+    echo "killed at $(cat ck/latest)"
+    "$launch" --nproc-per-node 2 --master-port "$(free_port)" -- "$bin/gpipe_train" --distributed \
+      "${mlp[@]}" --steps 30 --balance 3,3 --save-every 1 --checkpoint-dir ck --resume \
+      --json dist.json >second.log 2>&1 || fail "resume: $(tail -5 second.log)"
+    grep -q "resumed from" second.log || fail "did not resume"
+    same_run local.json dist.json 1e-6
+    ;;
+  world_not_multiple)
+    RANK=0 WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$(free_port) \
+      "$bin/gpipe_train" --distributed "${mlp[@]}" --balance 3,3 >run.log 2>&1
+    [[ $? -eq 2 ]] || fail "expected exit 2: $(tail -2 run.log)"
+    grep -q "WORLD_SIZE=3 is not a multiple of K=2" run.log || fail "$(tail -1 run.log)"
+    ;;
+  missing_master)
+    env -u MASTER_ADDR RANK=0 WORLD_SIZE=2 MASTER_PORT=29999 \
+      "$bin/gpipe_train" --distributed "${mlp[@]}" --balance 3,3 >run.log 2>&1
+    [[ $? -eq 2 ]] || fail "expected exit 2: $(tail -2 run.log)"
+    grep -q "MASTER_ADDR is not set" run.log || fail "$(tail -1 run.log)"
+    ;;
+  unreachable_master)
+    start=$(date +%s)
+    RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$(free_port) \
+      "$bin/gpipe_train" --distributed "${mlp[@]}" --balance 3,3 --comm-timeout 3 >run.log 2>&1
+    status=$?
+    [[ $status -ne 0 ]] || fail "exit 0 without a master"
+    grep -q "cannot reach the master at 127.0.0.1" run.log || fail "$(tail -1 run.log)"
+    (( $(date +%s) - start < 30 )) || fail "took too long"
+    ;;
+  duplicate_rank)
+    port=$(free_port)
+    for rank in 0 1 1; do
+      RANK=$rank WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+        "$bin/gpipe_train" --distributed "${mlp[@]}" --balance 3,3 --comm-timeout 10 \
+        --steps 200 >"run${#pids[@]}.log" 2>&1 &
+      pids+=($!)
+    done
+    failures=0
+    for i in 0 1 2; do wait "${pids[$i]}" || failures=$((failures + 1)); done
+    pids=()
+    # Every process stops: the duplicate at once, the others through the store's abort key.
+    [[ $failures -eq 3 ]] || fail "only $failures of 3 processes stopped: $(tail -n1 run*.log)"
+    for i in 0 1 2; do
+      grep -q "RANK=1 is claimed by" "run$i.log" || fail "run$i: $(tail -1 run$i.log)"
+    done
+    ;;
+  *)
+    fail "unknown case $case_name"
+    ;;
+esac
+echo "ok: $case_name"
