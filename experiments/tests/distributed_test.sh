@@ -40,6 +40,11 @@ case "$case_name" in
       "$bin/gpipe_train" --distributed "${mlp[@]}" --balance 3,3 --json dist.json >run.log 2>&1 ||
       fail "distributed: $(tail -5 run.log)"
     same_run local.json dist.json 1e-6
+    # Every schedule runs over c10d.
+    "$launch" --nproc-per-node 2 --master-port "$(free_port)" -- \
+      "$bin/gpipe_train" --distributed "${mlp[@]}" --balance 3,3 --schedule 1f1b \
+      --json dist_1f1b.json >run.log 2>&1 || fail "1f1b: $(tail -5 run.log)"
+    same_run local.json dist_1f1b.json 1e-6
     ;;
   data_parallel)
     # K=2 x R=2: each replica half the batch, the same losses as one K=2 pipeline.
@@ -107,6 +112,28 @@ case "$case_name" in
     pids=()
     [[ $elapsed -lt 30 ]] || fail "the survivors took $elapsed s (timeout 30 s)"
     echo "survivors exited non-zero ${elapsed} s after the kill, naming rank 1"
+    ;;
+  stalled_rank)
+    # A rank that stops answering (SIGSTOP: alive, silent): the others give up after the
+    # timeout, naming it, instead of waiting forever.
+    port=$(free_port)
+    for rank in 0 1; do
+      RANK=$rank WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+        "$bin/gpipe_train" --distributed --model sleep --layers 2 --layer-ms 20 --balance 1,1 \
+        --chunks 4 --batch-size 8 --steps 1000 --comm-timeout 5 --progress off \
+        >"rank$rank.log" 2>&1 &
+      pids+=($!)
+    done
+    sleep 4
+    kill -STOP "${pids[1]}"
+    stopped=$(date +%s)
+    wait "${pids[0]}"
+    status=$?
+    elapsed=$(( $(date +%s) - stopped ))
+    [[ $status -ne 0 ]] || fail "rank 0 exited 0"
+    grep -q "rank 1 (stage 1, replica 0) was lost" rank0.log || fail "rank 0: $(tail -2 rank0.log)"
+    [[ $elapsed -lt 20 ]] || fail "rank 0 took $elapsed s with a 5 s timeout"
+    echo "rank 0 gave up ${elapsed} s after rank 1 went silent, naming it"
     ;;
   restart)
     # Kill a rank after some checkpoints; a relaunch with --resume finishes the run exactly.
