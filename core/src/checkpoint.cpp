@@ -40,6 +40,12 @@ std::map<std::string, torch::Tensor> state_of(torch::optim::Optimizer& optimizer
   auto put = [&](const char* field, const torch::Tensor& t) {
     if (t.defined()) out[field] = t;
   };
+  auto put_adam = [&](auto* s) {  // Adam and AdamW keep the same fields
+    out["step"] = step_tensor(s->step());
+    put("exp_avg", s->exp_avg());
+    put("exp_avg_sq", s->exp_avg_sq());
+    put("max_exp_avg_sq", s->max_exp_avg_sq());
+  };
   if (auto* s = dynamic_cast<torch::optim::SGDParamState*>(state)) {
     put("momentum_buffer", s->momentum_buffer());
   } else if (auto* s = dynamic_cast<torch::optim::RMSpropParamState*>(state)) {
@@ -48,15 +54,9 @@ std::map<std::string, torch::Tensor> state_of(torch::optim::Optimizer& optimizer
     put("momentum_buffer", s->momentum_buffer());
     put("grad_avg", s->grad_avg());
   } else if (auto* s = dynamic_cast<torch::optim::AdamParamState*>(state)) {
-    out["step"] = step_tensor(s->step());
-    put("exp_avg", s->exp_avg());
-    put("exp_avg_sq", s->exp_avg_sq());
-    put("max_exp_avg_sq", s->max_exp_avg_sq());
+    put_adam(s);
   } else if (auto* s = dynamic_cast<torch::optim::AdamWParamState*>(state)) {
-    out["step"] = step_tensor(s->step());
-    put("exp_avg", s->exp_avg());
-    put("exp_avg_sq", s->exp_avg_sq());
-    put("max_exp_avg_sq", s->max_exp_avg_sq());
+    put_adam(s);
   }
   return out;
 }
@@ -71,6 +71,18 @@ torch::Tensor field(const std::map<std::string, torch::Tensor>& fields, const ch
 int64_t step_field(const std::map<std::string, torch::Tensor>& fields) {
   auto it = fields.find("step");
   return it == fields.end() ? 0 : it->second.item<int64_t>();
+}
+
+// Adam and AdamW keep the same per-parameter fields.
+template <typename State>
+std::unique_ptr<torch::optim::OptimizerParamState> adam_state(
+    const std::map<std::string, torch::Tensor>& f, const torch::Tensor& p) {
+  auto s = std::make_unique<State>();
+  s->step(step_field(f));
+  s->exp_avg(field(f, "exp_avg", p));
+  s->exp_avg_sq(field(f, "exp_avg_sq", p));
+  s->max_exp_avg_sq(field(f, "max_exp_avg_sq", p));
+  return s;
 }
 
 void restore_state(torch::optim::Optimizer& optimizer, const torch::Tensor& p,
@@ -97,21 +109,8 @@ void restore_state(torch::optim::Optimizer& optimizer, const torch::Tensor& p,
     state = std::move(s);
   } else if (kind == "adam" || kind == "adamw") {
     require(f.count("exp_avg") == 1 && f.count("exp_avg_sq") == 1, "exp_avg and exp_avg_sq");
-    if (kind == "adam") {
-      auto s = std::make_unique<torch::optim::AdamParamState>();
-      s->step(step_field(f));
-      s->exp_avg(field(f, "exp_avg", p));
-      s->exp_avg_sq(field(f, "exp_avg_sq", p));
-      s->max_exp_avg_sq(field(f, "max_exp_avg_sq", p));
-      state = std::move(s);
-    } else {
-      auto s = std::make_unique<torch::optim::AdamWParamState>();
-      s->step(step_field(f));
-      s->exp_avg(field(f, "exp_avg", p));
-      s->exp_avg_sq(field(f, "exp_avg_sq", p));
-      s->max_exp_avg_sq(field(f, "max_exp_avg_sq", p));
-      state = std::move(s);
-    }
+    state = kind == "adam" ? adam_state<torch::optim::AdamParamState>(f, p)
+                           : adam_state<torch::optim::AdamWParamState>(f, p);
   } else {
     throw ConfigError(c10::str("cannot restore optimizer state into a '", kind, "' optimizer"));
   }

@@ -60,11 +60,12 @@ Pipeline::Pipeline(LayerList layers, PipelineOptions options, int64_t local_stag
   GPIPE_CHECK(local_stage >= 0 && local_stage < static_cast<int64_t>(balance.size()), ConfigError,
               "local stage ", local_stage, " is outside balance ", c10::Join(",", balance));
   int64_t total = 0;
-  for (int64_t b : balance) total += b;
+  for (int64_t b : balance)
+    total += b;
   offsets_ = stage_offsets(balance, total);
-  GPIPE_CHECK(static_cast<int64_t>(layers_.size()) == balance[local_stage], ConfigError,
-              "stage ", local_stage, " of balance ", c10::Join(",", balance), " has ",
-              balance[local_stage], " layers but ", layers_.size(), " were given");
+  GPIPE_CHECK(static_cast<int64_t>(layers_.size()) == balance[local_stage], ConfigError, "stage ",
+              local_stage, " of balance ", c10::Join(",", balance), " has ", balance[local_stage],
+              " layers but ", layers_.size(), " were given");
   GPIPE_CHECK(transport_ != nullptr, ConfigError, "a distributed pipeline needs a transport");
   build(local_stage, 1);
 }
@@ -75,7 +76,8 @@ void Pipeline::build(int64_t first_stage, int64_t count) {
   if (options_.devices().empty()) {
     all = default_cpu_devices(K);
   } else {
-    for (const auto& d : options_.devices()) all.push_back(DeviceSpec::parse(d));
+    for (const auto& d : options_.devices())
+      all.push_back(DeviceSpec::parse(d));
   }
   const bool one_device_for_local_stage = count == 1 && K > 1 && all.size() == 1;
   GPIPE_CHECK(static_cast<int64_t>(all.size()) == K || one_device_for_local_stage, ConfigError,
@@ -122,8 +124,10 @@ void Pipeline::build(int64_t first_stage, int64_t count) {
       auto place = [&](torch::Tensor& t) {
         if (t.defined() && !memory::charge(t, stage.device())) t.set_data(t.data().clone());
       };
-      for (auto& p : layer->parameters()) place(p);
-      for (auto& b : layer->buffers()) place(b);
+      for (auto& p : layer->parameters())
+        place(p);
+      for (auto& b : layer->buffers())
+        place(b);
     }
   });
 }
@@ -162,7 +166,8 @@ void Pipeline::for_each_stage(const std::function<void(Stage&)>& fn) {
       }
     }));
   }
-  for (auto& f : futures) f.get();
+  for (auto& f : futures)
+    f.get();
   if (failed >= 0) {
     const int64_t stage = stages_[failed]->index();
     throw StageError(c10::str("stage ", stage, " (", devices_[failed].str(), ") failed in step ",
@@ -255,26 +260,14 @@ std::vector<torch::Tensor> Pipeline::parameters() const {
   return params;
 }
 
-std::vector<std::pair<std::string, torch::Tensor>> Pipeline::named_parameters() const {
+std::vector<std::pair<std::string, torch::Tensor>> Pipeline::named_tensors(bool buffers) const {
   std::vector<std::pair<std::string, torch::Tensor>> out;
   const int64_t first = offsets_[first_local_stage_];
   for (size_t i = 0; i < layers_.size(); ++i) {
-    for (const auto& item : layers_[i]->named_parameters()) {
-      out.emplace_back(std::to_string(first + static_cast<int64_t>(i)) + "." + item.key(),
-                       item.value());
-    }
-  }
-  return out;
-}
-
-std::vector<std::pair<std::string, torch::Tensor>> Pipeline::named_buffers() const {
-  std::vector<std::pair<std::string, torch::Tensor>> out;
-  const int64_t first = offsets_[first_local_stage_];
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    for (const auto& item : layers_[i]->named_buffers()) {
-      out.emplace_back(std::to_string(first + static_cast<int64_t>(i)) + "." + item.key(),
-                       item.value());
-    }
+    const auto prefix = std::to_string(first + static_cast<int64_t>(i)) + ".";
+    const auto items = buffers ? layers_[i]->named_buffers() : layers_[i]->named_parameters();
+    for (const auto& item : items)
+      out.emplace_back(prefix + item.key(), item.value());
   }
   return out;
 }
@@ -318,7 +311,8 @@ void Pipeline::run_step(const Schedule& schedule, StepData& data,
   end_memory_window();
   last_step_.seconds = std::chrono::duration<double>(Timeline::Clock::now() - start).count();
   auto events = timeline_.events();
-  for (auto& e : events) e.stage -= first_local_stage_;  // over the stages this process runs
+  for (auto& e : events)
+    e.stage -= first_local_stage_;  // over the stages this process runs
   last_step_.bubble_fraction = bubble_fraction(events, num_local_stages());
 }
 

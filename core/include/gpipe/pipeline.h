@@ -150,14 +150,19 @@ class Pipeline {
   Stage& stage(int64_t s) { return *stages_.at(s - first_local_stage_); }
   std::vector<torch::Tensor> parameters() const;
   // "<global layer index>.<name within the layer>", stable whatever the balance.
-  std::vector<std::pair<std::string, torch::Tensor>> named_parameters() const;
-  std::vector<std::pair<std::string, torch::Tensor>> named_buffers() const;
+  std::vector<std::pair<std::string, torch::Tensor>> named_parameters() const {
+    return named_tensors(/*buffers=*/false);
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> named_buffers() const {
+    return named_tensors(/*buffers=*/true);
+  }
 
   // Runs fn(stage) on every stage's thread at once; rethrows the first failure as StageError.
   void for_each_stage(const std::function<void(Stage&)>& fn);
 
  private:
   void build(int64_t first_stage, int64_t count);
+  std::vector<std::pair<std::string, torch::Tensor>> named_tensors(bool buffers) const;
   void run_step(const Schedule& schedule, StepData& data, std::vector<Activations>* outputs);
   void begin_memory_window();
   void end_memory_window();
