@@ -64,14 +64,16 @@ case "$case_name" in
       exit 77
     fi
     namespaces+=("$a")
-    ip netns add "$b" || fail "second namespace"
+    skip() { echo "SKIP: cannot set up the two namespaces here ($1)"; exit 77; }
+    ip netns add "$b" || skip "second namespace"
     namespaces+=("$b")
     octet=$(( (id % 250) + 1 ))
-    ip link add "ga$id" type veth peer name "gb$id" || fail "veth"
-    ip link set "ga$id" netns "$a" && ip link set "gb$id" netns "$b" || fail "move veth"
-    ip -n "$a" addr add "10.231.$octet.1/30" dev "ga$id" && ip -n "$b" addr add "10.231.$octet.2/30" dev "gb$id"
-    for ns in "$a" "$b"; do ip -n "$ns" link set lo up; done
-    ip -n "$a" link set "ga$id" up && ip -n "$b" link set "gb$id" up || fail "links up"
+    ip link add "ga$id" type veth peer name "gb$id" || skip "veth pair"
+    { ip link set "ga$id" netns "$a" && ip link set "gb$id" netns "$b"; } || skip "moving the veth ends"
+    { ip -n "$a" addr add "10.231.$octet.1/30" dev "ga$id" &&
+      ip -n "$b" addr add "10.231.$octet.2/30" dev "gb$id"; } || skip "addresses"
+    for ns in "$a" "$b"; do ip -n "$ns" link set lo up || skip "loopback"; done
+    { ip -n "$a" link set "ga$id" up && ip -n "$b" link set "gb$id" up; } || skip "links up"
     "$bin/gpipe_train" "${mlp[@]}" --balance 3,3 --json local.json 2>/dev/null || fail "in-process"
     master=10.231.$octet.1
     port=29400
