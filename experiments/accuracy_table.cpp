@@ -56,9 +56,10 @@ gpipe::train::TrainOptions options_for(const std::string& preset, const std::str
     args.insert(args.end(), {"--partitions", "1", "--balance", "", "--chunks", "1", "--checkpoint",
                              "never"});
   } else {
-    GPIPE_CHECK(config.rfind("pipeline-", 0) == 0, gpipe::ConfigError, "unknown config '", config,
-                "': expected naive-1 or pipeline-K");
-    const std::string k = config.substr(9);
+    const std::string k = config.rfind("pipeline-", 0) == 0 ? config.substr(9) : "";
+    GPIPE_CHECK(!k.empty() && k.find_first_not_of("0123456789") == std::string::npos && k != "0",
+                gpipe::ConfigError, "unknown config '", config,
+                "': expected naive-1 or pipeline-K with K >= 1");
     args.insert(args.end(), {"--partitions", k, "--balance", ""});
   }
   args.insert(args.end(), {"--output-dir", output_dir, "--progress", "log"});
