@@ -30,12 +30,6 @@ std::string config_key(const models::ModelConfig& c) {
                   "/t", c.seq_len);
 }
 
-nlohmann::json load_average() {
-  double load[3] = {0, 0, 0};
-  if (getloadavg(load, 3) != 3) return nullptr;
-  return {load[0], load[1], load[2]};
-}
-
 double elapsed_s(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -485,8 +479,9 @@ std::string to_markdown(const MaxSizeResult& result) {
       << fixed(result.seconds / 60, 1) << " min on a machine with "
       << result.machine.value("hardware_threads", 0) << " hardware threads and "
       << format_bytes(result.machine.value("physical_memory_bytes", 0.0)) << " (load average "
-      << result.machine["load_average_before"].dump() << " before, "
-      << result.machine["load_average_after"].dump() << " after).\n\n";
+      << format_load(result.machine["load_average_before"]) << " before, "
+      << format_load(result.machine["load_average_after"])
+      << " after). The committed results/max_model_size.* come from results/max_model_size.sh.\n\n";
   out << "Budget **" << format_bytes(static_cast<double>(o.budget_bytes))
       << " per device**. naive-1: one device, the whole mini-batch at once, no "
          "re-materialisation. pipeline-K: K CPU virtual devices, M="

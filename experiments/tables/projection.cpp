@@ -19,6 +19,11 @@ double median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
+// Waits for queued CUDA work, so that a host clock times it (no-op on CPU devices).
+void synchronize(const DeviceSpec& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index);
+}
+
 double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
       .count();
@@ -54,11 +59,14 @@ LayerCosts measure_layer_costs(const LayerList& layers, const models::SampleBatc
     std::vector<double> forward, backward;
     for (int run = 0; run < runs; ++run) {
       const auto output = detach_for_stage(x, torch_device, /*requires_grad=*/true);
+      synchronize(device);
       auto start = std::chrono::steady_clock::now();
       auto value = loss(output, target);
+      synchronize(device);
       const double f = ms_since(start);
       start = std::chrono::steady_clock::now();
       value.backward();
+      synchronize(device);
       const double b = ms_since(start);
       if (run >= options.warmup()) {
         forward.push_back(f);
@@ -81,8 +89,10 @@ LayerCosts measure_layer_costs(const LayerList& layers, const models::SampleBatc
       opt->step();
       std::vector<double> times;
       for (int run = 0; run < runs; ++run) {
+        synchronize(device);
         const auto start = std::chrono::steady_clock::now();
         opt->step();
+        synchronize(device);
         if (run >= options.warmup()) times.push_back(ms_since(start));
       }
       costs.update_ms.push_back(median(times));

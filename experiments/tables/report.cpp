@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -126,6 +127,22 @@ int64_t parse_bytes(const std::string& text, const std::string& flag) {
   GPIPE_CHECK(std::isfinite(bytes) && bytes >= 1, ConfigError, flag, ": '", text,
               "' must be a positive size");
   return static_cast<int64_t>(bytes);
+}
+
+nlohmann::json load_average() {
+  double load[3] = {0, 0, 0};
+  if (getloadavg(load, 3) != 3) return nullptr;
+  return {load[0], load[1], load[2]};
+}
+
+std::string format_load(const nlohmann::json& load) {
+  if (!load.is_array()) return "unknown";
+  std::string text;
+  for (const auto& value : load) {
+    if (!text.empty()) text += ", ";
+    text += fixed(value.get<double>(), 2);
+  }
+  return text;
 }
 
 void write_text_file(const std::string& path, const std::string& text) {

@@ -5,6 +5,8 @@
 // the two drivers' files consistent and makes the formatting unit-testable.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -46,6 +48,12 @@ std::string format_count(double count);
 // Parses "8GiB", "512MiB", "1.5G", "300M", "4096" (bytes); K/M/G/T are binary (KiB...), case
 // insensitive, optional "iB"/"B". Throws ConfigError naming `flag` for anything else or <= 0.
 int64_t parse_bytes(const std::string& text, const std::string& flag);
+
+// The 1, 5 and 15 minute load averages as a JSON array (null when unknown), and as "0.52, 1.10,
+// 1.30" for a report. Timings taken while other work shares the cores are slower; every report
+// records the load around its run.
+nlohmann::json load_average();
+std::string format_load(const nlohmann::json& load);
 
 // Writes `text` to `path` (through a temporary file and a rename); creates missing parent
 // folders. Throws Error naming the path.

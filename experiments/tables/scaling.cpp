@@ -62,12 +62,6 @@ int64_t devices_present(const std::string& type) {
   return hardware_threads();
 }
 
-nlohmann::json load_average() {
-  double load[3] = {0, 0, 0};
-  if (getloadavg(load, 3) != 3) return nullptr;
-  return {load[0], load[1], load[2]};
-}
-
 double elapsed_s(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -77,14 +71,6 @@ std::optional<double> paper_speedup(const std::string& table, const std::string&
                                     int64_t M) {
   if (table == "table3") return M == 32 ? paper_table3_speedup(model, K) : std::nullopt;
   return paper_table2_speedup(model, K, M);
-}
-
-std::string load_text(const nlohmann::json& load) {
-  if (!load.is_array()) return "unknown";
-  std::vector<std::string> parts;
-  for (const auto& v : load)
-    parts.push_back(fixed(v.get<double>(), 2));
-  return c10::Join(", ", parts);
 }
 
 }  // namespace
@@ -226,6 +212,14 @@ ScalingResult run_scaling(const ScalingOptions& options) {
                     {"devices_present", present},
                     {"physical_memory_bytes", physical_memory_bytes()},
                     {"load_average_before", load_average()}};
+  const auto& load = result.machine["load_average_before"];
+  if (load.is_array() && load[0].get<double>() > 0.5) {
+    spdlog::warn(
+        "the load average is {:.2f}: other work shares these cores, so steps measured on "
+        "several devices at once run slower than this machine can (the one-thread "
+        "profiles behind the projections suffer less); rerun on an idle machine",
+        load[0].get<double>());
+  }
   const DeviceSpec profile_device = DeviceSpec::parse(options.device_type + ":0");
   const int64_t memory = physical_memory_bytes();
 
@@ -440,10 +434,11 @@ std::string to_markdown(const ScalingResult& result) {
   out << "Preset `" << o.preset << "`, made by `" << result.command << "` in "
       << fixed(result.seconds / 60, 1) << " min on a machine with "
       << result.machine.value("hardware_threads", 0) << " hardware threads (load average "
-      << load_text(result.machine["load_average_before"]) << " before, "
-      << load_text(result.machine["load_average_after"]) << " after). Re-materialisation `"
+      << format_load(result.machine["load_average_before"]) << " before, "
+      << format_load(result.machine["load_average_after"]) << " after). Re-materialisation `"
       << to_string(o.checkpoint) << "`; optimizer `" << o.optimizer
-      << "` (auto: RMSProp for AmoebaNet, Adam for the Transformer).\n\n";
+      << "` (auto: RMSProp for AmoebaNet, Adam for the Transformer). The committed "
+         "results/scaling_table.* come from results/scaling_table.sh.\n\n";
   out << "Speedup is throughput divided by the naive-2 baseline of the same source: measured rows "
          "by the measured baseline, projected rows by the projected one. A row is **measured** "
          "when K "

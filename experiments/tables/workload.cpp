@@ -63,6 +63,9 @@ TrainingMeasurement measure_training(const models::ModelBuilder& builder,
   for (int i = 0; i < warmup + steps; ++i) {
     const auto start = std::chrono::steady_clock::now();
     result.loss = pipeline.train_step(batch.input, batch.target);
+    for (const auto& device : pipeline.devices()) {
+      if (device.is_cuda()) torch::cuda::synchronize(device.index);
+    }
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (i >= warmup) result.step_ms.push_back(ms);
