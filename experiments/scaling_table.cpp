@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--warmup", warmup, "untimed steps before each measured run (default 1)");
   app.add_option("--steps", steps,
-                 "timed steps of each measured run; the median counts (default 3)");
+                 "timed steps of each measured run; the median counts (default 5)");
   app.add_option("--profile-iterations", profile_iterations,
                  "timed runs per layer when profiling; the median counts (default 5)");
   app.add_option("--out", out,

@@ -224,6 +224,15 @@ ScalingResult run_scaling(const ScalingOptions& options) {
   const int64_t memory = physical_memory_bytes();
 
   std::map<std::string, LayerCosts> costs_cache;
+  std::map<std::string, double> profile_other_cores;
+  auto warn_if_busy = [](const std::string& what, double other_cores) {
+    if (other_cores > 0.25) {
+      spdlog::warn(
+          "{}: other processes kept {:.2f} cores busy meanwhile; its timing is slower "
+          "than this machine can do",
+          what, other_cores);
+    }
+  };
   std::map<std::string, TrainingMeasurement> measured_cache;
   std::set<std::string> checked;
   for (const auto& table : options.tables) {
@@ -250,6 +259,7 @@ ScalingResult run_scaling(const ScalingOptions& options) {
           spdlog::info("{}: profiling {} layers at micro-batch {} (M={})", model.label,
                        builder->num_layers(), micro, M);
           const auto layers = builder->build();
+          const CpuMeter cpu;
           costs_cache[costs_key] =
               measure_layer_costs(layers, builder->sample_batch(micro, /*seed=*/2), builder->loss(),
                                   profile_device, optimizer, options.profile);
@@ -265,6 +275,9 @@ ScalingResult run_scaling(const ScalingOptions& options) {
               "per sample), update {:.1f} ms; profiled in {:.1f} s",
               model.label, micro, forward, backward,
               (forward + backward) / static_cast<double>(micro), update, elapsed_s(t0));
+          profile_other_cores[costs_key] = cpu.read().other_cores;
+          warn_if_busy(c10::str(model.label, " profile at micro-batch ", micro),
+                       profile_other_cores[costs_key]);
         }
         const auto& costs = costs_cache.at(costs_key);
         for (int64_t K : table.partitions) {
@@ -284,6 +297,7 @@ ScalingResult run_scaling(const ScalingOptions& options) {
           row.samples_per_s = samples_per_second(model.batch, projection.step_ms);
           row.bubble_fraction = projection.bubble_fraction;
           row.balance = balance;
+          row.other_cores = profile_other_cores.at(costs_key);
           row.paper_speedup = paper_speedup(table.id, row.model, K, M);
           result.rows.push_back(row);
           if (K > result.max_measured_k || !can_measure) continue;
@@ -301,8 +315,12 @@ ScalingResult run_scaling(const ScalingOptions& options) {
             shape.threads_per_device = 1;
             measured_cache[run_key] = measure_training(*builder, full_batch, shape, optimizer,
                                                        options.warmup_steps, options.timed_steps);
-            spdlog::info("{}: K={} M={}: {:.1f} ms per step (measured in {:.1f} s)", model.label, K,
-                         M, measured_cache[run_key].median_step_ms, elapsed_s(t0));
+            const auto& m = measured_cache[run_key];
+            spdlog::info(
+                "{}: K={} M={}: {:.1f} ms per step, {:.2f} cores busy (measured in {:.1f} "
+                "s)",
+                model.label, K, M, m.median_step_ms, m.cpu.own_cores, elapsed_s(t0));
+            warn_if_busy(c10::str(model.label, " K=", K, " M=", M), m.cpu.other_cores);
           }
           const auto& measured = measured_cache.at(run_key);
           ScalingRow mrow = row;
@@ -311,6 +329,7 @@ ScalingResult run_scaling(const ScalingOptions& options) {
           mrow.step_ms = measured.median_step_ms;
           mrow.samples_per_s = samples_per_second(model.batch, measured.median_step_ms);
           mrow.bubble_fraction.reset();
+          mrow.other_cores = measured.cpu.other_cores;
           result.rows.push_back(mrow);
           if (checked.insert(run_key).second) {
             // The projection on this machine's own link: CPU virtual devices share memory.
@@ -323,6 +342,8 @@ ScalingResult run_scaling(const ScalingOptions& options) {
             check.M = M;
             check.measured_samples_per_s = mrow.samples_per_s;
             check.projected_samples_per_s = samples_per_second(model.batch, local.step_ms);
+            check.other_cores_measured = mrow.other_cores;
+            check.other_cores_profiled = row.other_cores;
             result.checks.push_back(check);
           }
         }
@@ -383,7 +404,8 @@ nlohmann::json to_json(const ScalingResult& result) {
          {"paper_speedup", r.paper_speedup ? nlohmann::json(*r.paper_speedup) : nlohmann::json()},
          {"bubble_fraction",
           r.bubble_fraction ? nlohmann::json(*r.bubble_fraction) : nlohmann::json()},
-         {"balance", r.balance}});
+         {"balance", r.balance},
+         {"other_cores", r.other_cores}});
   }
   nlohmann::json checks = nlohmann::json::array();
   for (const auto& c : result.checks) {
@@ -393,7 +415,9 @@ nlohmann::json to_json(const ScalingResult& result) {
                       {"M", c.M},
                       {"measured_samples_per_s", c.measured_samples_per_s},
                       {"projected_samples_per_s", c.projected_samples_per_s},
-                      {"error", c.error()}});
+                      {"error", c.error()},
+                      {"other_cores_measured", c.other_cores_measured},
+                      {"other_cores_profiled", c.other_cores_profiled}});
   }
   return {{"preset", o.preset},
           {"command", result.command},
@@ -416,13 +440,15 @@ nlohmann::json to_json(const ScalingResult& result) {
 
 std::string to_csv(const ScalingResult& result) {
   TextTable table({"table", "model", "label", "K", "M", "batch", "source", "link", "step_ms",
-                   "samples_per_s", "speedup", "paper_speedup", "bubble_fraction", "balance"});
+                   "samples_per_s", "speedup", "paper_speedup", "bubble_fraction", "balance",
+                   "other_cores"});
   for (const auto& r : result.rows) {
     table.add_row({r.table, r.model, r.label, std::to_string(r.K), std::to_string(r.M),
                    std::to_string(r.batch), r.source, r.link, fixed(r.step_ms, 3),
                    fixed(r.samples_per_s, 3), r.speedup ? fixed(*r.speedup, 4) : "",
                    r.paper_speedup ? fixed(*r.paper_speedup, 2) : "",
-                   r.bubble_fraction ? fixed(*r.bubble_fraction, 4) : "", balance_text(r.balance)});
+                   r.bubble_fraction ? fixed(*r.bubble_fraction, 4) : "", balance_text(r.balance),
+                   fixed(r.other_cores, 3)});
   }
   return table.csv();
 }
@@ -449,7 +475,10 @@ std::string to_markdown(const ScalingResult& result) {
          "GPipe schedule with re-materialisation and the table's link model (compute costs are "
          "this machine's; only the copies follow the link). The paper's columns are GPipe's own "
          "figures (Table 2: "
-      << paper_table2_hardware() << "; Table 3: " << paper_table3_hardware() << "), not ours.\n\n";
+      << paper_table2_hardware() << "; Table 3: " << paper_table3_hardware()
+      << "), not ours. Other load: the cores that other processes kept busy while a row was "
+         "measured or its costs profiled (from /proc/stat); a timing is this machine's own only "
+         "when it is near 0.\n\n";
   for (const auto& t : o.tables) {
     out << "## " << t.title << "\n\n";
     out << "Normalised to K=" << t.base_K << ", M=" << t.base_M << "; projected rows use the `"
@@ -485,15 +514,15 @@ std::string to_markdown(const ScalingResult& result) {
       }
       out << grid.markdown() << "\n";
       TextTable rows({"K", "M", "source", "link", "step ms", "samples/s", "speedup",
-                      "paper speedup", "bubble", "balance"},
-                     {true, true, false, false, true, true, true, true, true, false});
+                      "paper speedup", "bubble", "balance", "other load"},
+                     {true, true, false, false, true, true, true, true, true, false, true});
       for (const auto& r : result.rows) {
         if (r.table != t.id || r.model != m.config.name) continue;
         rows.add_row({std::to_string(r.K), std::to_string(r.M), r.source, r.link,
                       fixed(r.step_ms, 1), fixed(r.samples_per_s, 1), fixed_or_dash(r.speedup, 2),
                       fixed_or_dash(r.paper_speedup, 2),
                       r.bubble_fraction ? fixed(*r.bubble_fraction, 3) : "-",
-                      balance_text(r.balance)});
+                      balance_text(r.balance), fixed(r.other_cores, 2)});
       }
       out << rows.markdown() << "\n";
     }
@@ -505,12 +534,13 @@ std::string to_markdown(const ScalingResult& result) {
     out << "The same K, M and partition, projected on this machine's own link (`none`: CPU "
            "virtual devices share memory) from the per-layer costs, against the measured step.\n\n";
     TextTable checks({"model", "K", "M", "measured samples/s", "projected samples/s",
-                      "projected / measured - 1"},
-                     {false, true, true, true, true, true});
+                      "projected / measured - 1", "other load measured / profiled"},
+                     {false, true, true, true, true, true, true});
     for (const auto& c : result.checks) {
       checks.add_row({c.label, std::to_string(c.K), std::to_string(c.M),
                       fixed(c.measured_samples_per_s, 1), fixed(c.projected_samples_per_s, 1),
-                      fixed(100 * c.error(), 1) + "%"});
+                      fixed(100 * c.error(), 1) + "%",
+                      fixed(c.other_cores_measured, 2) + " / " + fixed(c.other_cores_profiled, 2)});
     }
     out << checks.markdown();
   }

@@ -52,7 +52,7 @@ struct ScalingOptions {
   // CUDA devices).
   int64_t max_measured_k = 0;
   int warmup_steps = 1;
-  int timed_steps = 3;
+  int timed_steps = 5;
   ProfileOptions profile = ProfileOptions().warmup(1).iterations(5).threads(1);
 };
 
@@ -83,6 +83,9 @@ struct ScalingRow {
   std::optional<double> paper_speedup;
   std::optional<double> bubble_fraction;  // projected rows
   std::vector<int64_t> balance;
+  // Cores that other processes kept busy while this row was measured (measured rows) or its
+  // per-layer costs profiled (projected rows): near 0 on an idle machine.
+  double other_cores = 0;
 };
 
 // Measured against projected on this machine's link, at the same K, M and partition.
@@ -93,6 +96,8 @@ struct ProjectionCheck {
   int64_t M = 0;
   double measured_samples_per_s = 0;
   double projected_samples_per_s = 0;
+  double other_cores_measured = 0;  // see ScalingRow::other_cores
+  double other_cores_profiled = 0;
   // projected / measured - 1.
   double error() const { return projected_samples_per_s / measured_samples_per_s - 1.0; }
 };

@@ -1,9 +1,13 @@
 #include "tables/workload.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <optional>
+#include <sstream>
 
 #include "gpipe/errors.h"
 #include "gpipe/memory.h"
@@ -42,6 +46,52 @@ Pipeline::OptimizerFactory make_optimizer(const std::string& name) {
   };
 }
 
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double own_cpu_s() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+// Busy CPU seconds of the whole machine since boot (user, nice, system, irq, softirq, steal);
+// -1 when /proc/stat cannot be read.
+double machine_busy_s() {
+  std::ifstream stat("/proc/stat");
+  std::string line;
+  if (!std::getline(stat, line) || line.rfind("cpu ", 0) != 0) return -1;
+  std::istringstream fields(line.substr(4));
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  fields >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
+  const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
+  return fields ? (user + nice + system + irq + softirq + steal) / ticks : -1;
+}
+
+}  // namespace
+
+CpuMeter::CpuMeter()
+    : wall_start_(now_s()), own_start_(own_cpu_s()), machine_start_(machine_busy_s()) {}
+
+CpuMeter::Reading CpuMeter::read() const {
+  Reading r;
+  r.wall_s = now_s() - wall_start_;
+  if (r.wall_s <= 0) return r;
+  const double own = own_cpu_s() - own_start_;
+  r.own_cores = own / r.wall_s;
+  const double machine = machine_busy_s();
+  if (machine_start_ >= 0 && machine >= 0) {
+    r.other_cores = std::max(0.0, (machine - machine_start_ - own) / r.wall_s);
+  }
+  return r;
+}
+
 TrainingMeasurement measure_training(const models::ModelBuilder& builder,
                                      const models::SampleBatch& batch, const RunShape& shape,
                                      const std::string& optimizer, int warmup, int steps,
@@ -60,7 +110,9 @@ TrainingMeasurement measure_training(const models::ModelBuilder& builder,
   pipeline.set_optimizer(make_optimizer(optimizer));
 
   TrainingMeasurement result;
+  std::optional<CpuMeter> cpu;
   for (int i = 0; i < warmup + steps; ++i) {
+    if (i == warmup) cpu.emplace();
     const auto start = std::chrono::steady_clock::now();
     result.loss = pipeline.train_step(batch.input, batch.target);
     for (const auto& device : pipeline.devices()) {
@@ -70,6 +122,7 @@ TrainingMeasurement measure_training(const models::ModelBuilder& builder,
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (i >= warmup) result.step_ms.push_back(ms);
   }
+  result.cpu = cpu->read();
   auto sorted = result.step_ms;
   std::sort(sorted.begin(), sorted.end());
   result.median_step_ms = sorted[sorted.size() / 2];

@@ -37,11 +37,30 @@ struct RunShape {
   int threads_per_device = 1;  // intra-op threads of each stage's worker
 };
 
+// Who used the CPU while something ran: this process, and everything else on the machine
+// (from /proc/stat). A measured throughput is only this machine's when `other_cores` is near 0.
+class CpuMeter {
+ public:
+  CpuMeter();  // starts
+  struct Reading {
+    double wall_s = 0;
+    double own_cores = 0;    // this process's CPU seconds per wall second
+    double other_cores = 0;  // the rest of the machine's busy CPU seconds per wall second
+  };
+  Reading read() const;
+
+ private:
+  double wall_start_ = 0;
+  double own_start_ = 0;
+  double machine_start_ = -1;  // < 0: /proc/stat unreadable
+};
+
 // What measure_training saw.
 struct TrainingMeasurement {
   std::vector<double> step_ms;  // wall time of each timed train_step (forward, backward, update)
   double median_step_ms = 0;
-  double loss = 0;  // of the last step
+  double loss = 0;        // of the last step
+  CpuMeter::Reading cpu;  // over the timed steps
   // Per device, of the last step: the peak bytes over the whole train_step (forward, backward and
   // the optimizer update), the bytes it held when the step began (parameters, gradients,
   // optimizer state), and the activation peak (the forward/backward peak less those).

@@ -4,6 +4,7 @@
 // drivers' output); what is asserted is what must hold on any machine.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <set>
 
@@ -456,6 +457,18 @@ TEST(Workload, MeasuredStepsReportTimeAndPerDeviceMemory) {
                       "at least two steps");
   EXPECT_CONFIG_ERROR(resolve_optimizer("lion", "transformer-l"), "unknown optimizer 'lion'");
   EXPECT_EQ(resolve_optimizer("auto", "amoebanet-d"), "rmsprop");
+}
+
+TEST(Workload, TheCpuMeterSeesThisProcessWorking) {
+  const CpuMeter meter;
+  volatile double sink = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+  while (std::chrono::steady_clock::now() < until)
+    sink = sink + 1.0;
+  const auto reading = meter.read();
+  EXPECT_GE(reading.wall_s, 0.1);
+  EXPECT_GT(reading.own_cores, 0.1);  // a spinning thread, even on a crowded machine
+  EXPECT_GE(reading.other_cores, 0.0);
 }
 
 TEST(Projection, LayerCostsOfARealModelFeedAProjection) {
