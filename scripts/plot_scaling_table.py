@@ -28,7 +28,10 @@ def main(argv):
     columns = max(len(t["models"]) for t in tables)
     fig, axes = plt.subplots(len(tables), columns, figsize=(5.5 * columns, 4.2 * len(tables)),
                              squeeze=False)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    # One colour per M across every panel, so Table 3's M=32 matches Table 2's.
+    all_chunks = sorted({M for t in tables for M in t["chunks"]})
+    color_of = {M: cycle[i % len(cycle)] for i, M in enumerate(all_chunks)}
     for row, table in enumerate(tables):
         for col in range(columns):
             ax = axes[row][col]
@@ -38,14 +41,16 @@ def main(argv):
             model = table["models"][col]
             rows = [r for r in result["rows"]
                     if r["table"] == table["id"] and r["model"] == model["model"]]
-            for i, M in enumerate(table["chunks"]):
-                color = colors[i % len(colors)]
-                for source, style in (("projected", "-o"), ("measured", "x")):
+            for M in table["chunks"]:
+                color = color_of[M]
+                for source, style in (("projected", "-o"), ("measured", "X")):
                     points = sorted((r["K"], r["speedup"]) for r in rows
                                     if r["M"] == M and r["source"] == source
                                     and r["speedup"] is not None)
                     if points:
-                        ax.plot(*zip(*points), style, color=color, markersize=8,
+                        ax.plot(*zip(*points), style, color=color,
+                                markersize=8 if source == "projected" else 10,
+                                markeredgecolor="black" if source == "measured" else color,
                                 label=f"M={M} ours ({source})")
                 paper = sorted({(r["K"], r["paper_speedup"]) for r in rows
                                 if r["M"] == M and r["paper_speedup"] is not None})
