@@ -63,6 +63,11 @@ struct ScalingOptions {
 ScalingOptions scaling_preset(const std::string& name);
 const std::vector<std::string>& scaling_preset_names();
 
+// The paper's speedup for a row of `table` ("table2" at K in {2, 4, 8} and M in {1, 4, 32};
+// "table3" at M = 32), if it has one.
+std::optional<double> paper_speedup(const std::string& table, const std::string& model, int64_t K,
+                                    int64_t M);
+
 // Throws ConfigError, naming the value and the fix, when a table cannot be made: K larger than
 // a model's layer count, M that does not divide N, a baseline (K, M) missing from the lists, an
 // unknown link or device type, no models.
