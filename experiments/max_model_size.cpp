@@ -1,0 +1,146 @@
+// max_model_size: GPipe's Table 1 with this engine - the largest AmoebaNet-D (L, D) and
+// Transformer-L that naive-1 and pipeline-1/2/4/8 train within a per-device memory budget,
+// beside the paper's figures.
+//
+//   max_model_size --preset quick                          # 2 CPU cores, small budget, minutes
+//   max_model_size --preset quick --models transformer-l --configs naive-1,pipeline-1
+//   max_model_size --preset paper                          # 8 GiB per device: needs 64+ GiB
+//
+// Why this program exists: the issue's `experiments/max_model_size` (the shell wrapper beside this
+// file builds it and runs it). A calibrated memory model proposes sizes; every reported row is a
+// size whose real training step (tables/workload.h) the memory meter measured within the budget
+// on every device. Writes PREFIX.md, PREFIX.csv and PREFIX.json.
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "common/cli.h"
+#include "gpipe/errors.h"
+#include "tables/max_size.h"
+#include "tables/report.h"
+
+namespace {
+
+std::string command_line(int argc, char** argv) {
+  std::string text = "max_model_size";
+  for (int i = 1; i < argc; ++i)
+    text += std::string(" ") + argv[i];
+  return text;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace gpipe;
+  CLI::App app{
+      "max_model_size: GPipe's Table 1 - the largest AmoebaNet-D (L, D) and Transformer-L whose "
+      "training step fits a per-device memory budget, for naive-1 (one device, no "
+      "re-materialisation, no micro-batches) and pipeline-K (K devices, M micro-batches, "
+      "re-materialisation), ours beside the paper's.\n\n"
+      "Memory is what the engine's meter charges to each device in a real training step: "
+      "parameters, gradients, optimizer state (RMSProp for AmoebaNet as the paper, Adam for the "
+      "Transformer) and activations, the optimizer update included. The search predicts peaks "
+      "from a per-layer memory profile, calibrates the prediction with each measured step, and "
+      "reports only sizes whose measured step fitted. Run with OMP_WAIT_POLICY=PASSIVE (the "
+      "wrapper experiments/max_model_size sets it)."};
+  std::string preset = "quick", budget_text, models_text, configs_text, amoeba_layers,
+              amoeba_filters, transformer_layers, checkpoint_name = "always", optimizer = "auto";
+  std::string out = "results/max_model_size", json_path, log_level = "info";
+  int64_t chunks = 0, batch = 0;
+  int max_measurements = 0, threads = 0;
+  app.add_option("--preset", preset,
+                 "quick: 64x64 AmoebaNet and a small Transformer-L, 96 MiB per device, under 20 "
+                 "minutes on 2 cores; paper: the paper's sizes and an 8 GiB budget (needs 8 x 8 "
+                 "GiB of memory)")
+      ->capture_default_str();
+  app.add_option("--memory-budget", budget_text,
+                 "bytes per device, e.g. 8GiB, 96MiB (default: the preset's; paper: 8GiB as the "
+                 "paper)");
+  app.add_option("--models", models_text,
+                 "comma list of amoebanet-d, transformer-l (default both)");
+  app.add_option("--configs", configs_text,
+                 "comma list of naive-1, pipeline-K (default naive-1,pipeline-1,pipeline-2,"
+                 "pipeline-4,pipeline-8)");
+  app.add_option("--chunks,-M", chunks,
+                 "micro-batches of the pipeline-K configurations (default 8)");
+  app.add_option("--batch,-N", batch, "mini-batch of every model (default: the preset's)");
+  app.add_option("--amoebanet-layers", amoeba_layers,
+                 "AmoebaNet-D L values to search, e.g. 6,12,18");
+  app.add_option("--amoebanet-filters", amoeba_filters,
+                 "AmoebaNet-D D values to search (multiples of 16), ascending");
+  app.add_option("--transformer-layers", transformer_layers,
+                 "Transformer-L L values to search, ascending");
+  app.add_option("--checkpoint", checkpoint_name,
+                 "re-materialisation of pipeline-K: always | except_last | never")
+      ->capture_default_str();
+  app.add_option("--optimizer", optimizer,
+                 "rmsprop | adam | sgd | auto (RMSProp for AmoebaNet, Adam for the Transformer)")
+      ->capture_default_str();
+  app.add_option("--max-measurements", max_measurements,
+                 "measured steps per model and configuration (default 6)");
+  app.add_option("--threads", threads,
+                 "intra-op threads of profiles and one-device steps (default: all)");
+  app.add_option("--out", out,
+                 "write OUT.md, OUT.csv and OUT.json (empty: print only; the PNG is "
+                 "scripts/plot_max_model_size.py OUT.json)")
+      ->capture_default_str();
+  app.add_option("--json", json_path, "also write the JSON to this path");
+  app.add_option("--log-level", log_level, "debug | info | warn | error")->capture_default_str();
+
+  return cli::run_main(app, argc, argv, [&] {
+    spdlog::set_level(spdlog::level::from_str(log_level));
+    auto options = tables::max_size_preset(preset);
+    if (!budget_text.empty()) {
+      options.budget_bytes = tables::parse_bytes(budget_text, "--memory-budget");
+    }
+    if (!configs_text.empty()) options.configs = cli::parse_strings(configs_text);
+    for (const auto& name : options.configs)
+      tables::parse_size_config(name);
+    if (chunks != 0) options.chunks = chunks;
+    options.checkpoint = parse_checkpoint(checkpoint_name);
+    options.optimizer = optimizer;
+    if (max_measurements != 0) options.max_measurements = max_measurements;
+    options.threads = threads;
+    const auto wanted = cli::parse_strings(models_text);
+    for (const auto& m : wanted) {
+      GPIPE_CHECK(m == "amoebanet-d" || m == "transformer-l", ConfigError, "--models: '", m,
+                  "' is not amoebanet-d or transformer-l");
+    }
+    std::vector<tables::MaxSizeModel> models;
+    for (auto model : options.models) {
+      if (!wanted.empty() &&
+          std::find(wanted.begin(), wanted.end(), model.base.name) == wanted.end()) {
+        continue;
+      }
+      if (batch != 0) {
+        GPIPE_CHECK(batch >= 1, ConfigError, "--batch must be >= 1, got ", batch);
+        model.batch = batch;
+      }
+      if (model.base.name == "amoebanet-d") {
+        if (!amoeba_layers.empty())
+          model.layers = cli::parse_ints(amoeba_layers, "--amoebanet-layers");
+        if (!amoeba_filters.empty()) {
+          model.filters = cli::parse_ints(amoeba_filters, "--amoebanet-filters");
+        }
+      } else if (!transformer_layers.empty()) {
+        model.layers = cli::parse_ints(transformer_layers, "--transformer-layers");
+      }
+      models.push_back(model);
+    }
+    options.models = models;
+
+    auto result = tables::run_max_size(options);
+    result.command = command_line(argc, argv);
+    const auto json = tables::to_json(result);
+    const auto markdown = tables::to_markdown(result);
+    std::cout << markdown << std::flush;
+    if (!out.empty()) {
+      tables::write_text_file(out + ".md", markdown);
+      tables::write_text_file(out + ".csv", tables::to_csv(result));
+      tables::write_text_file(out + ".json", json.dump(2) + "\n");
+      spdlog::info("wrote {0}.md, {0}.csv and {0}.json in {1:.1f} min", out, result.seconds / 60);
+    }
+    if (!json_path.empty()) tables::write_text_file(json_path, json.dump(2) + "\n");
+    return cli::kExitOk;
+  });
+}

@@ -1,0 +1,161 @@
+// scaling_table: GPipe's Table 2 (speedup against K partitions and M micro-batches, normalised
+// to naive-2) and Table 3 (M=32 without NVLink) with this engine, beside the paper's figures.
+//
+//   scaling_table --preset quick                      # two CPU cores, minutes
+//   scaling_table --preset quick --models transformer-l --partitions 2,4 --chunks 1,8
+//   scaling_table --preset paper --out results/scaling_table_paper   # hours, tens of GiB
+//
+// Why this program exists: the issue's `experiments/scaling_table` (the shell wrapper beside
+// this file builds it and runs it). Rows with K no larger than the devices present are measured
+// (and projected, to check the projection); the others are projected from per-layer costs
+// measured here (tables/projection.h). Writes PREFIX.md, PREFIX.csv and PREFIX.json.
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "common/cli.h"
+#include "gpipe/errors.h"
+#include "tables/report.h"
+#include "tables/scaling.h"
+
+namespace {
+
+std::string command_line(int argc, char** argv) {
+  std::string text = "scaling_table";
+  for (int i = 1; i < argc; ++i)
+    text += std::string(" ") + argv[i];
+  return text;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace gpipe;
+  CLI::App app{
+      "scaling_table: GPipe's Table 2 (throughput against K partitions and M micro-batches, "
+      "normalised to naive-2: K=2, M=1) and Table 3 (M=32 over PCIe, normalised to K=2) for "
+      "AmoebaNet-D and Transformer-L, ours beside the paper's.\n\n"
+      "A row is 'measured' when K devices exist (K CPU cores for K virtual devices with one "
+      "intra-op thread each, or K CUDA devices), else 'projected': per-layer forward, backward "
+      "and optimizer times are measured on one device at the real micro-batch N/M, the layers "
+      "are split by the exact min-max partitioner, and the simulator runs the GPipe schedule with "
+      "re-materialisation and a link model between stages. Link presets (bandwidth per "
+      "direction, latency per message): pcie 12 GB/s, 10 us (PCIe 3.0 x16, GPUs without "
+      "NVLink); nvlink 50 GB/s, 5 us; tpu 70 GB/s, 2 us; none (shared memory). Measured K rows "
+      "are also projected on link none, and the projection check reports the difference.\n\n"
+      "Run with OMP_WAIT_POLICY=PASSIVE (the wrapper experiments/scaling_table sets it)."};
+  std::string preset = "quick", models_text, partitions_text, chunks_text, tables_text = "2,3";
+  std::string link, gpu_link, checkpoint_name = "always", optimizer = "auto";
+  std::string device_type = "cpu", out = "results/scaling_table", json_path, log_level = "info";
+  int64_t batch = 0, max_measured_k = 0;
+  int warmup = -1, steps = -1, profile_iterations = -1;
+  app.add_option("--preset", preset,
+                 "quick: scaled-down models, two CPU cores, under 15 minutes; paper: AmoebaNet-D "
+                 "(18, 256) and Transformer-48 (Table 3: (18, 128) and Transformer-24) at the "
+                 "paper's dimensions (hours; Transformer measured rows need ~40 GiB)")
+      ->capture_default_str();
+  app.add_option("--models", models_text,
+                 "comma list of amoebanet-d, transformer-l (default both)");
+  app.add_option("--tables", tables_text, "which tables: 2, 3 or 2,3")->capture_default_str();
+  app.add_option("--partitions,-K", partitions_text, "K values of both tables (default 2,4,8)");
+  app.add_option("--chunks,-M", chunks_text, "M values of Table 2 (default 1,4,32)");
+  app.add_option("--batch,-N", batch, "mini-batch N of every model (default: the preset's)");
+  app.add_option("--link", link,
+                 "Table 2's link for projected rows: tpu | nvlink | pcie | none "
+                 "(default tpu, the paper's TPU v3)");
+  app.add_option("--gpu-link", gpu_link, "Table 3's link (default pcie: GPUs without NVLink)");
+  app.add_option("--checkpoint", checkpoint_name,
+                 "re-materialisation: always | except_last | never")
+      ->capture_default_str();
+  app.add_option("--optimizer", optimizer,
+                 "rmsprop | adam | sgd | auto (RMSProp for AmoebaNet, Adam for the Transformer)")
+      ->capture_default_str();
+  app.add_option("--device-type", device_type, "cpu (virtual devices) | cuda")
+      ->capture_default_str();
+  app.add_option("--max-measured-k", max_measured_k,
+                 "measure rows with K up to this (0: as many devices as this machine has)")
+      ->capture_default_str();
+  app.add_option("--warmup", warmup, "untimed steps before each measured run (default 1)");
+  app.add_option("--steps", steps,
+                 "timed steps of each measured run; the median counts (default 5)");
+  app.add_option("--profile-iterations", profile_iterations,
+                 "timed runs per layer when profiling; the median counts (default 5)");
+  app.add_option("--out", out,
+                 "write OUT.md, OUT.csv and OUT.json (empty: print only; the PNG is "
+                 "scripts/plot_scaling_table.py OUT.json)")
+      ->capture_default_str();
+  app.add_option("--json", json_path, "also write the JSON to this path");
+  app.add_option("--log-level", log_level, "debug | info | warn | error")->capture_default_str();
+
+  return cli::run_main(app, argc, argv, [&] {
+    spdlog::set_level(spdlog::level::from_str(log_level));
+    auto options = tables::scaling_preset(preset);
+    options.checkpoint = parse_checkpoint(checkpoint_name);
+    options.optimizer = optimizer;
+    options.device_type = device_type;
+    options.max_measured_k = max_measured_k;
+    if (warmup >= 0) options.warmup_steps = warmup;
+    if (steps >= 0) options.timed_steps = steps;
+    if (profile_iterations >= 0) {
+      GPIPE_CHECK(profile_iterations >= 1, ConfigError, "--profile-iterations must be >= 1, got ",
+                  profile_iterations);
+      options.profile.iterations(profile_iterations);
+    }
+    const auto wanted_tables = cli::parse_strings(tables_text);
+    for (const auto& t : wanted_tables) {
+      GPIPE_CHECK(t == "2" || t == "3", ConfigError, "--tables: '", t, "' is not 2 or 3");
+    }
+    const auto wanted_models = cli::parse_strings(models_text);
+    for (const auto& m : wanted_models) {
+      GPIPE_CHECK(m == "amoebanet-d" || m == "transformer-l", ConfigError, "--models: '", m,
+                  "' is not amoebanet-d or transformer-l");
+    }
+    std::vector<tables::ScalingTableSpec> kept;
+    for (auto table : options.tables) {
+      const std::string number = table.id.substr(5);
+      if (std::find(wanted_tables.begin(), wanted_tables.end(), number) == wanted_tables.end()) {
+        continue;
+      }
+      if (!wanted_models.empty()) {
+        std::vector<tables::ScalingModel> models;
+        for (const auto& m : table.models) {
+          if (std::find(wanted_models.begin(), wanted_models.end(), m.config.name) !=
+              wanted_models.end()) {
+            models.push_back(m);
+          }
+        }
+        table.models = models;
+      }
+      if (!partitions_text.empty())
+        table.partitions = cli::parse_ints(partitions_text, "--partitions");
+      if (!chunks_text.empty() && table.id == "table2") {
+        table.chunks = cli::parse_ints(chunks_text, "--chunks");
+      }
+      if (table.id == "table2" && !link.empty()) table.link = link;
+      if (table.id == "table3" && !gpu_link.empty()) table.link = gpu_link;
+      if (batch != 0) {
+        GPIPE_CHECK(batch >= 1, ConfigError, "--batch must be >= 1, got ", batch);
+        for (auto& m : table.models)
+          m.batch = batch;
+      }
+      kept.push_back(table);
+    }
+    GPIPE_CHECK(!kept.empty(), ConfigError, "--tables ", tables_text, " selects no table");
+    options.tables = kept;
+    tables::validate(options);
+
+    auto result = tables::run_scaling(options);
+    result.command = command_line(argc, argv);
+    const auto json = tables::to_json(result);
+    const auto markdown = tables::to_markdown(result);
+    std::cout << markdown << std::flush;
+    if (!out.empty()) {
+      tables::write_text_file(out + ".md", markdown);
+      tables::write_text_file(out + ".csv", tables::to_csv(result));
+      tables::write_text_file(out + ".json", json.dump(2) + "\n");
+      spdlog::info("wrote {0}.md, {0}.csv and {0}.json in {1:.1f} min", out, result.seconds / 60);
+    }
+    if (!json_path.empty()) tables::write_text_file(json_path, json.dump(2) + "\n");
+    return cli::kExitOk;
+  });
+}

@@ -1,0 +1,371 @@
+#include "tables/max_size.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <sstream>
+
+#include "gpipe/errors.h"
+#include "tables/memory_model.h"
+#include "tables/report.h"
+#include "tables/size_search.h"
+#include "tables/workload.h"
+
+namespace gpipe::tables {
+namespace {
+
+std::vector<int64_t> range(int64_t first, int64_t last, int64_t step) {
+  std::vector<int64_t> values;
+  for (int64_t v = first; v <= last; v += step)
+    values.push_back(v);
+  return values;
+}
+
+std::string config_key(const models::ModelConfig& c) {
+  return c10::str(c.name, "/L", c.layers, "/D", c.filters, "/img", c.image_size, "/ch", c.channels,
+                  "/cls", c.classes, "/d", c.d_model, "/f", c.ffn, "/h", c.heads, "/v", c.vocab,
+                  "/t", c.seq_len);
+}
+
+double elapsed_s(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+int64_t max_of(const std::vector<int64_t>& values) {
+  return values.empty() ? 0 : *std::max_element(values.begin(), values.end());
+}
+
+int64_t sum_of(const std::vector<int64_t>& values) {
+  int64_t total = 0;
+  for (int64_t v : values)
+    total += v;
+  return total;
+}
+
+}  // namespace
+
+SizeConfig parse_size_config(const std::string& name) {
+  const auto dash = name.rfind('-');
+  SizeConfig config;
+  config.name = name;
+  if (dash != std::string::npos) {
+    const std::string kind = name.substr(0, dash);
+    const std::string number = name.substr(dash + 1);
+    const bool digits = !number.empty() && number.size() < 6 &&
+                        std::all_of(number.begin(), number.end(), ::isdigit);
+    if (digits && (kind == "naive" || kind == "pipeline")) {
+      config.partitions = std::stoll(number);
+      config.pipelined = kind == "pipeline";
+      GPIPE_CHECK(config.partitions >= 1, ConfigError, "configuration '", name,
+                  "': K must be >= 1");
+      GPIPE_CHECK(config.pipelined || config.partitions == 1, ConfigError, "configuration '", name,
+                  "': naive means one device without GPipe; only naive-1 exists (Table 1)");
+      return config;
+    }
+  }
+  throw ConfigError(c10::str("unknown configuration '", name,
+                             "': expected naive-1 or pipeline-K (K partitions), e.g. pipeline-8"));
+}
+
+MaxSizeOptions max_size_preset(const std::string& name) {
+  MaxSizeOptions options;
+  options.preset = name;
+  MaxSizeModel amoeba;
+  amoeba.base.name = "amoebanet-d";
+  amoeba.base.channels = 3;
+  MaxSizeModel lm;
+  lm.base.name = "transformer-l";
+  if (name == "quick") {
+    options.budget_bytes = int64_t{96} << 20;
+    options.chunks = 8;
+    amoeba.base.image_size = 64;
+    amoeba.base.classes = 10;
+    amoeba.batch = 32;
+    amoeba.layers = {3, 6, 12, 18, 24, 36};
+    amoeba.filters = range(16, 512, 16);
+    lm.base.d_model = 256;
+    lm.base.ffn = 1024;
+    lm.base.heads = 4;
+    lm.base.vocab = 2048;
+    lm.base.seq_len = 64;
+    lm.batch = 16;
+    lm.layers = range(1, 160, 1);
+  } else if (name == "paper") {
+    options.budget_bytes = int64_t{8} << 30;
+    options.chunks = 8;
+    amoeba.base.image_size = 224;
+    amoeba.base.classes = 1000;
+    amoeba.batch = 128;
+    amoeba.layers = {6, 12, 18, 24, 36, 48, 72, 96};
+    amoeba.filters = range(16, 1024, 16);
+    lm.base.d_model = 2048;
+    lm.base.ffn = 8192;
+    lm.base.heads = 32;
+    lm.base.vocab = 32000;
+    lm.base.seq_len = 1024;
+    lm.batch = 32;
+    lm.layers = range(1, 512, 1);
+  } else {
+    throw ConfigError(c10::str("unknown preset '", name, "': expected quick or paper"));
+  }
+  options.models = {amoeba, lm};
+  return options;
+}
+
+std::vector<std::vector<models::ModelConfig>> size_families(const MaxSizeModel& model,
+                                                            const SizeConfig& config) {
+  std::vector<std::vector<models::ModelConfig>> families;
+  const bool amoeba = model.base.name == "amoebanet-d";
+  GPIPE_CHECK(amoeba || model.base.name == "transformer-l", ConfigError, "max_model_size takes ",
+              "amoebanet-d or transformer-l, not '", model.base.name, "'");
+  int64_t most_layers = 0;
+  auto layers_of = [](const models::ModelConfig& c) { return models::make_model(c)->num_layers(); };
+  if (amoeba) {
+    for (int64_t L : model.layers) {
+      std::vector<models::ModelConfig> family;
+      for (int64_t D : model.filters) {
+        auto c = model.base;
+        c.layers = L;
+        c.filters = D;
+        family.push_back(c);
+      }
+      if (family.empty()) continue;
+      const int64_t n = layers_of(family.front());
+      most_layers = std::max(most_layers, n);
+      if (n >= config.partitions) families.push_back(family);
+    }
+  } else {
+    std::vector<models::ModelConfig> family;
+    for (int64_t L : model.layers) {
+      auto c = model.base;
+      c.layers = L;
+      const int64_t n = layers_of(c);
+      most_layers = std::max(most_layers, n);
+      if (n >= config.partitions) family.push_back(c);
+    }
+    if (!family.empty()) families.push_back(family);
+  }
+  GPIPE_CHECK(!families.empty(), ConfigError, config.name, " needs a model of at least ",
+              config.partitions, " layers (one per stage), but the deepest ", model.base.name,
+              " of this search has ", most_layers, " layers; search larger L (--",
+              amoeba ? "amoebanet-layers" : "transformer-layers", ") or use fewer partitions");
+  return families;
+}
+
+std::string size_label(const models::ModelConfig& config) {
+  if (config.name == "amoebanet-d" || config.name == "amoebanet-b") {
+    return c10::str("(", config.layers, ", ", config.filters, ")");
+  }
+  return std::to_string(config.layers);
+}
+
+void validate(const MaxSizeOptions& options, int64_t machine_bytes) {
+  GPIPE_CHECK(options.budget_bytes > 0, ConfigError, "--memory-budget must be > 0");
+  GPIPE_CHECK(!options.configs.empty(), ConfigError, "no configurations to search");
+  GPIPE_CHECK(!options.models.empty(), ConfigError, "no models to search");
+  GPIPE_CHECK(options.chunks >= 1, ConfigError, "--chunks must be >= 1, got ", options.chunks);
+  GPIPE_CHECK(options.max_measurements >= 1, ConfigError, "--max-measurements must be >= 1, got ",
+              options.max_measurements);
+  GPIPE_CHECK(options.threads >= 0, ConfigError, "--threads must be >= 0, got ", options.threads);
+  int64_t most_devices = 1;
+  for (const auto& name : options.configs) {
+    most_devices = std::max(most_devices, parse_size_config(name).partitions);
+  }
+  for (const auto& model : options.models) {
+    GPIPE_CHECK(model.batch >= 1, ConfigError, model.base.name, ": the mini-batch must be >= 1");
+    GPIPE_CHECK(model.batch % options.chunks == 0, ConfigError, "--chunks ", options.chunks,
+                " must divide the mini-batch N=", model.batch, " of ", model.base.name);
+    GPIPE_CHECK(!model.layers.empty(), ConfigError, model.base.name, ": no L to search");
+    GPIPE_CHECK(model.base.name != "amoebanet-d" || !model.filters.empty(), ConfigError,
+                "amoebanet-d: no D to search");
+    for (const auto& name : options.configs)
+      size_families(model, parse_size_config(name));
+  }
+  if (machine_bytes > 0) {
+    const double needed = static_cast<double>(options.budget_bytes) * most_devices;
+    GPIPE_CHECK(needed <= 0.8 * static_cast<double>(machine_bytes), ConfigError, "--memory-budget ",
+                format_bytes(static_cast<double>(options.budget_bytes)), " on each of ",
+                most_devices, " devices needs ", format_bytes(needed),
+                ", more than this machine's ", format_bytes(static_cast<double>(machine_bytes)),
+                " can hold (80%); lower the budget or drop the largest configurations");
+  }
+}
+
+int64_t MaxSizeRow::state_bytes() const {
+  return sum_of(state_bytes_per_device);
+}
+int64_t MaxSizeRow::peak_activation_bytes() const {
+  return sum_of(peak_activation_bytes_per_device);
+}
+int64_t MaxSizeRow::max_peak_bytes() const {
+  return max_of(peak_bytes_per_device);
+}
+
+MaxSizeResult run_max_size(const MaxSizeOptions& options) {
+  const int64_t machine = physical_memory_bytes();
+  validate(options, machine);
+  const auto started = std::chrono::steady_clock::now();
+  MaxSizeResult result;
+  result.options = options;
+  result.machine = {{"hardware_threads", hardware_threads()},
+                    {"physical_memory_bytes", machine},
+                    {"load_average_before", load_average()}};
+  const int threads = options.threads > 0 ? options.threads : hardware_threads();
+  const DeviceSpec profile_device = DeviceSpec::parse("cpu:0");
+  const double budget = static_cast<double>(options.budget_bytes);
+
+  std::map<std::string, int64_t> parameter_cache;
+  std::map<std::string, MemoryProfile> profile_cache;
+  for (const auto& model : options.models) {
+    const std::string optimizer = resolve_optimizer(options.optimizer, model.base.name);
+    const int64_t slots = optimizer_state_slots(optimizer);
+    const int64_t micro = model.batch / options.chunks;
+    for (const auto& name : options.configs) {
+      const SizeConfig config = parse_size_config(name);
+      const int64_t K = config.partitions;
+      const auto families = size_families(model, config);
+      MemoryShape shape;
+      shape.batch = model.batch;
+      shape.chunks = config.pipelined ? options.chunks : 1;
+      shape.recompute = config.pipelined && options.checkpoint != Checkpoint::kNever;
+      shape.state_slots = slots;
+      const auto config_at = [&](const SearchPoint& p) -> const models::ModelConfig& {
+        return families.at(p.family).at(p.member);
+      };
+      const auto parameters = [&](const models::ModelConfig& c) {
+        const auto key = config_key(c);
+        auto it = parameter_cache.find(key);
+        if (it == parameter_cache.end()) {
+          it = parameter_cache.emplace(key, models::make_model(c)->count_parameters()).first;
+        }
+        return it->second;
+      };
+      const auto profile = [&](const models::ModelConfig& c) -> const MemoryProfile& {
+        const auto key = config_key(c);
+        auto it = profile_cache.find(key);
+        if (it == profile_cache.end()) {
+          const auto t0 = std::chrono::steady_clock::now();
+          const auto builder = models::make_model(c);
+          MemoryProfile p = profile_memory(builder->build(), builder->sample_batch(micro, 2),
+                                           profile_device, threads);
+          spdlog::debug("{} {}: memory profile at micro-batch {} in {:.1f} s", c.name,
+                        size_label(c), micro, elapsed_s(t0));
+          it = profile_cache.emplace(key, std::move(p)).first;
+        }
+        return it->second;
+      };
+      const auto balance_of = [&](const models::ModelConfig& c) {
+        const auto& p = profile(c);
+        return K == 1 ? std::vector<int64_t>{p.num_layers()} : balance_by_memory(p, shape, K);
+      };
+
+      std::map<std::pair<size_t, size_t>, TrainingMeasurement> measured;
+      SearchCallbacks callbacks;
+      for (const auto& f : families)
+        callbacks.family_sizes.push_back(f.size());
+      callbacks.parameters = [&](const SearchPoint& p) {
+        return static_cast<double>(parameters(config_at(p)));
+      };
+      callbacks.predicted_bytes = [&](const SearchPoint& p) {
+        const auto& c = config_at(p);
+        // Sizes whose state alone, perfectly spread, is far over budget need no profile.
+        const double state =
+            static_cast<double>(parameters(c)) * 4.0 * (2.0 + slots) / static_cast<double>(K);
+        if (state > 2 * budget) return state;
+        const auto stages = predict_stage_bytes(profile(c), balance_of(c), shape);
+        return *std::max_element(stages.begin(), stages.end());
+      };
+      callbacks.measured_bytes = [&](const SearchPoint& p) {
+        const auto& c = config_at(p);
+        const auto t0 = std::chrono::steady_clock::now();
+        const auto builder = models::make_model(c);
+        RunShape run;
+        run.balance = balance_of(c);
+        for (int64_t s = 0; s < K; ++s)
+          run.devices.push_back(c10::str("cpu:", s));
+        run.chunks = shape.chunks;
+        run.checkpoint = config.pipelined ? options.checkpoint : Checkpoint::kNever;
+        run.threads_per_device = K == 1 ? threads : 1;
+        auto m = measure_training(*builder, builder->sample_batch(model.batch, 1), run, optimizer,
+                                  /*warmup=*/1, /*steps=*/1);
+        const double peak = static_cast<double>(max_of(m.peak_bytes));
+        spdlog::info(
+            "{} {} {}: {} parameters, balance {}, peak {} per device ({} budget), "
+            "step in {:.1f} s",
+            c.name, name, size_label(c), format_count(parameters(c)), c10::Join(",", run.balance),
+            format_bytes(peak), peak <= budget ? "fits the" : "over the", elapsed_s(t0));
+        measured[{p.family, p.member}] = std::move(m);
+        return peak;
+      };
+
+      spdlog::info(
+          "{} {}: searching {} sizes within {} per device", model.base.name, name,
+          [&] {
+            size_t n = 0;
+            for (const auto& f : families)
+              n += f.size();
+            return n;
+          }(),
+          format_bytes(budget));
+      const auto outcome = search_largest(callbacks, budget, options.max_measurements);
+      if (!outcome.best) {
+        std::ostringstream tried;
+        for (const auto& s : outcome.steps) {
+          tried << " " << size_label(config_at(s.point)) << " peaked at "
+                << format_bytes(s.measured_bytes) << ";";
+        }
+        throw ConfigError(c10::str("--memory-budget ", format_bytes(budget),
+                                   " is too small for any ", model.base.name, " in ", name,
+                                   ": the smallest sizes measured do not fit (", tried.str(),
+                                   " ). Raise --memory-budget or search smaller sizes"));
+      }
+      const auto& best = *outcome.best;
+      const auto& chosen = config_at(best);
+      const auto& m = measured.at({best.family, best.member});
+      MaxSizeRow row;
+      row.model = model.base.name;
+      row.config = name;
+      row.partitions = K;
+      row.chunks = shape.chunks;
+      row.checkpoint = to_string(config.pipelined ? options.checkpoint : Checkpoint::kNever);
+      row.budget_bytes = options.budget_bytes;
+      row.chosen = chosen;
+      row.size = size_label(chosen);
+      row.parameters = parameters(chosen);
+      row.parameter_bytes = row.parameters * 4;
+      row.balance = balance_of(chosen);
+      row.peak_bytes_per_device = m.peak_bytes;
+      row.state_bytes_per_device = m.state_bytes;
+      row.peak_activation_bytes_per_device = m.peak_activation_bytes;
+      row.predicted_bytes_per_device = predict_stage_bytes(profile(chosen), row.balance, shape);
+      row.scale = outcome.scale;
+      for (const auto& s : outcome.steps) {
+        row.search.push_back({size_label(config_at(s.point)), static_cast<int64_t>(s.parameters),
+                              s.predicted_bytes, s.scale, s.measured_bytes, s.fits});
+      }
+      row.paper = paper_table1_entry(row.model, row.config);
+      spdlog::info("{} {}: largest {} with {} parameters ({:.1f} s so far)", row.model, name,
+                   row.size, format_count(static_cast<double>(row.parameters)), elapsed_s(started));
+      result.rows.push_back(row);
+    }
+  }
+  result.machine["load_average_after"] = load_average();
+  result.seconds = elapsed_s(started);
+  return result;
+}
+
+std::optional<double> parameter_ratio(const MaxSizeResult& result, const std::string& model,
+                                      const std::string& config, const std::string& base) {
+  std::optional<double> top, bottom;
+  for (const auto& row : result.rows) {
+    if (row.model != model) continue;
+    if (row.config == config) top = static_cast<double>(row.parameters);
+    if (row.config == base) bottom = static_cast<double>(row.parameters);
+  }
+  if (!top || !bottom || *bottom <= 0) return std::nullopt;
+  return *top / *bottom;
+}
+
+}  // namespace gpipe::tables

@@ -1,0 +1,206 @@
+// Table 1 as JSON, CSV and Markdown (declared in max_size.h).
+#include <sstream>
+
+#include "tables/max_size.h"
+#include "tables/paper_figures.h"
+#include "tables/report.h"
+
+namespace gpipe::tables {
+
+nlohmann::json to_json(const MaxSizeResult& result) {
+  const auto& o = result.options;
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : result.rows) {
+    nlohmann::json search = nlohmann::json::array();
+    for (const auto& s : r.search) {
+      search.push_back({{"size", s.size},
+                        {"parameters", s.parameters},
+                        {"predicted_bytes", s.predicted_bytes},
+                        {"scale", s.scale},
+                        {"measured_bytes", s.measured_bytes},
+                        {"fits", s.fits}});
+    }
+    nlohmann::json paper = nullptr;
+    if (r.paper) {
+      paper = {{"size", r.paper->size},
+               {"parameters", r.paper->parameters},
+               {"parameter_memory_gb", r.paper->parameter_gb},
+               {"peak_activation_memory_gb", r.paper->activation_gb},
+               {"hardware", paper_table1_hardware(r.model)}};
+    }
+    rows.push_back({{"model", r.model},
+                    {"config", r.config},
+                    {"partitions", r.partitions},
+                    {"chunks", r.chunks},
+                    {"checkpoint", r.checkpoint},
+                    {"budget_bytes", r.budget_bytes},
+                    {"size", r.size},
+                    {"layers", r.chosen.layers},
+                    {"filters", r.model == "amoebanet-d" ? nlohmann::json(r.chosen.filters)
+                                                         : nlohmann::json()},
+                    {"parameters", r.parameters},
+                    {"parameter_bytes", r.parameter_bytes},
+                    {"state_bytes", r.state_bytes()},
+                    {"peak_activation_bytes", r.peak_activation_bytes()},
+                    {"peak_bytes_per_device", r.peak_bytes_per_device},
+                    {"state_bytes_per_device", r.state_bytes_per_device},
+                    {"peak_activation_bytes_per_device", r.peak_activation_bytes_per_device},
+                    {"predicted_bytes_per_device", r.predicted_bytes_per_device},
+                    {"calibration_scale", r.scale},
+                    {"balance", r.balance},
+                    {"search", search},
+                    {"paper", paper}});
+  }
+  nlohmann::json models = nlohmann::json::array();
+  for (const auto& m : o.models) {
+    nlohmann::json knobs = {{"model", m.base.name}, {"batch", m.batch}, {"layers", m.layers}};
+    if (m.base.name == "amoebanet-d") {
+      knobs.update({{"filters", m.filters},
+                    {"image_size", m.base.image_size},
+                    {"channels", m.base.channels},
+                    {"classes", m.base.classes}});
+    } else {
+      knobs.update({{"d_model", m.base.d_model},
+                    {"ffn", m.base.ffn},
+                    {"heads", m.base.heads},
+                    {"vocab", m.base.vocab},
+                    {"seq_len", m.base.seq_len}});
+    }
+    models.push_back(knobs);
+  }
+  nlohmann::json ratios = nlohmann::json::object();
+  for (const auto& m : o.models) {
+    const auto p1 = parameter_ratio(result, m.base.name, "pipeline-1", "naive-1");
+    const auto p8 = parameter_ratio(result, m.base.name, "pipeline-8", "pipeline-1");
+    ratios[m.base.name] = {
+        {"pipeline-1 / naive-1", p1 ? nlohmann::json(*p1) : nlohmann::json()},
+        {"pipeline-8 / pipeline-1", p8 ? nlohmann::json(*p8) : nlohmann::json()}};
+  }
+  return {{"preset", o.preset},
+          {"command", result.command},
+          {"budget_bytes", o.budget_bytes},
+          {"chunks", o.chunks},
+          {"checkpoint", to_string(o.checkpoint)},
+          {"optimizer", o.optimizer},
+          {"max_measurements", o.max_measurements},
+          {"configs", o.configs},
+          {"models", models},
+          {"machine", result.machine},
+          {"seconds", result.seconds},
+          {"parameter_ratios", ratios},
+          {"rows", rows}};
+}
+
+std::string to_csv(const MaxSizeResult& result) {
+  TextTable table({"model", "config", "size", "layers", "filters", "parameters", "parameter_bytes",
+                   "state_bytes", "peak_activation_bytes", "peak_bytes_per_device", "balance",
+                   "budget_bytes", "paper_size", "paper_parameters"});
+  for (const auto& r : result.rows) {
+    std::vector<std::string> peaks;
+    for (int64_t b : r.peak_bytes_per_device)
+      peaks.push_back(std::to_string(b));
+    table.add_row({r.model, r.config, r.size, std::to_string(r.chosen.layers),
+                   r.model == "amoebanet-d" ? std::to_string(r.chosen.filters) : "",
+                   std::to_string(r.parameters), std::to_string(r.parameter_bytes),
+                   std::to_string(r.state_bytes()), std::to_string(r.peak_activation_bytes()),
+                   c10::Join(";", peaks), c10::Join("+", r.balance), std::to_string(r.budget_bytes),
+                   r.paper ? r.paper->size : "", r.paper ? fixed(r.paper->parameters, 0) : ""});
+  }
+  return table.csv();
+}
+
+std::string to_markdown(const MaxSizeResult& result) {
+  const auto& o = result.options;
+  std::ostringstream out;
+  out << "# GPipe Table 1 with this engine: the largest model that fits\n\n";
+  out << "Preset `" << o.preset << "`, made by `" << result.command << "` in "
+      << fixed(result.seconds / 60, 1) << " min on a machine with "
+      << result.machine.value("hardware_threads", 0) << " hardware threads and "
+      << format_bytes(result.machine.value("physical_memory_bytes", 0.0)) << " (load average "
+      << format_load(result.machine["load_average_before"]) << " before, "
+      << format_load(result.machine["load_average_after"])
+      << " after). The committed results/max_model_size.* come from results/max_model_size.sh.\n\n";
+  out << "Budget **" << format_bytes(static_cast<double>(o.budget_bytes))
+      << " per device**. naive-1: one device, the whole mini-batch at once, no "
+         "re-materialisation. pipeline-K: K CPU virtual devices, M="
+      << o.chunks << " micro-batches, re-materialisation `" << to_string(o.checkpoint)
+      << "`, layers partitioned by memory (exact min-max). Optimizer `" << o.optimizer
+      << "` (auto: RMSProp for AmoebaNet, as the paper, 12 bytes per parameter with its gradient; "
+         "Adam for the Transformer, 16). Every row's figures are from a measured training step "
+         "at that size: the memory meter's per-device peak over the whole step (forward, backward "
+         "and optimizer update), the bytes held when it began (parameters, gradients, optimizer "
+         "state) and the activation peak above them; the search's memory model only chooses what "
+         "to measure. The paper's columns are GPipe's own Table 1 (AmoebaNet-D: "
+      << paper_table1_hardware("amoebanet-d")
+      << ", image 224, mini-batch 128; Transformer-L: " << paper_table1_hardware("transformer-l")
+      << ", pipeline-1/8/32/128 only), not ours.\n\n";
+  for (const auto& m : o.models) {
+    const bool amoeba = m.base.name == "amoebanet-d";
+    out << "## " << (amoeba ? "AmoebaNet-D (L, D)" : "Transformer-L") << "\n\n";
+    if (amoeba) {
+      out << m.base.image_size << "x" << m.base.image_size << "x" << m.base.channels << " images, "
+          << m.base.classes << " classes, mini-batch " << m.batch << ".\n\n";
+    } else {
+      out << "d_model " << m.base.d_model << ", ffn " << m.base.ffn << ", " << m.base.heads
+          << " heads, vocabulary " << m.base.vocab << ", sequence " << m.base.seq_len
+          << ", mini-batch " << m.batch << ".\n\n";
+    }
+    TextTable table({"config", amoeba ? "(L, D)" : "L", "parameters", "parameter memory",
+                     "parameters + gradients + optimizer state", "peak activation memory",
+                     "peak per device", "balance", "paper size", "paper parameters",
+                     "paper parameter memory", "paper peak activation"},
+                    {false, false, true, true, true, true, false, false, false, true, true, true});
+    for (const auto& r : result.rows) {
+      if (r.model != m.base.name) continue;
+      std::vector<std::string> peaks;
+      for (int64_t b : r.peak_bytes_per_device)
+        peaks.push_back(format_bytes(static_cast<double>(b)));
+      table.add_row({r.config, r.size, format_count(static_cast<double>(r.parameters)),
+                     format_bytes(static_cast<double>(r.parameter_bytes)),
+                     format_bytes(static_cast<double>(r.state_bytes())),
+                     format_bytes(static_cast<double>(r.peak_activation_bytes())),
+                     c10::Join(", ", peaks), c10::Join("+", r.balance),
+                     r.paper ? r.paper->size : "-",
+                     r.paper ? format_count(r.paper->parameters) : "-",
+                     r.paper ? fixed(r.paper->parameter_gb, 2) + " GB" : "-",
+                     r.paper ? fixed(r.paper->activation_gb, 2) + " GB" : "-"});
+    }
+    out << table.markdown() << "\n";
+    const auto p1 = parameter_ratio(result, m.base.name, "pipeline-1", "naive-1");
+    const auto p8 = parameter_ratio(result, m.base.name, "pipeline-8", "pipeline-1");
+    const auto paper_p1 = paper_table1_entry(m.base.name, "pipeline-1");
+    const auto paper_n1 = paper_table1_entry(m.base.name, "naive-1");
+    const auto paper_p8 = paper_table1_entry(m.base.name, "pipeline-8");
+    if (p1) {
+      out << "- pipeline-1 / naive-1 parameters: **" << fixed(*p1, 2) << "x**";
+      if (paper_p1 && paper_n1) {
+        out << " (paper: " << fixed(paper_p1->parameters / paper_n1->parameters, 1) << "x)";
+      }
+      out << "\n";
+    }
+    if (p8) {
+      out << "- pipeline-8 / pipeline-1 parameters: **" << fixed(*p8, 2) << "x**";
+      if (paper_p8 && paper_p1) {
+        out << " (paper: " << fixed(paper_p8->parameters / paper_p1->parameters, 1) << "x)";
+      }
+      out << "\n";
+    }
+    out << "\n";
+  }
+  out << "## Search\n\nEach row's measured steps, in order (predicted: the memory model before "
+         "calibration; scale: measured / predicted of the step before).\n\n";
+  TextTable search(
+      {"model", "config", "size", "parameters", "predicted x scale", "measured", "fits"},
+      {false, false, false, true, true, true, false});
+  for (const auto& r : result.rows) {
+    for (const auto& s : r.search) {
+      search.add_row({r.model, r.config, s.size, format_count(static_cast<double>(s.parameters)),
+                      format_bytes(s.predicted_bytes * s.scale), format_bytes(s.measured_bytes),
+                      s.fits ? "yes" : "no"});
+    }
+  }
+  out << search.markdown();
+  return out.str();
+}
+
+}  // namespace gpipe::tables

@@ -1,0 +1,166 @@
+#include "tables/projection.h"
+
+#include <torch/csrc/autograd/autograd.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "gpipe/errors.h"
+#include "gpipe/partition.h"
+#include "gpipe/schedule.h"
+#include "tables/workload.h"
+
+namespace gpipe::tables {
+namespace {
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+// Waits for queued CUDA work, so that a host clock times it (no-op on CPU devices).
+void synchronize(const DeviceSpec& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index);
+}
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+}  // namespace
+
+LayerCosts measure_layer_costs(const LayerList& layers, const models::SampleBatch& sample,
+                               const LossFn& loss, const DeviceSpec& device,
+                               const std::string& optimizer, const ProfileOptions& options) {
+  GPIPE_CHECK(!layers.empty(), ConfigError, "measuring layer costs needs at least one layer");
+  LayerCosts costs;
+  costs.microbatch = sample.input.size(0);
+  for (const auto& profile : profile_layers(layers, {sample.input}, device, options)) {
+    costs.forward_ms.push_back(profile.forward_ms);
+    costs.backward_ms.push_back(profile.backward_ms);
+  }
+  const auto factory = make_optimizer(optimizer);
+  const int runs = options.warmup() + options.iterations();
+  DeviceWorker worker(device, options.threads());
+  worker.run([&] {
+    const auto torch_device = device.torch_device();
+    // What each layer sends on, and the last output for the loss.
+    Activations x = to_device({sample.input}, torch_device);
+    {
+      torch::NoGradGuard no_grad;
+      for (const auto& layer : layers) {
+        x = layer->forward(x);
+        costs.output_bytes.push_back(static_cast<double>(nbytes(x)));
+      }
+    }
+    const auto target = sample.target.to(torch_device);
+    std::vector<double> forward, backward;
+    for (int run = 0; run < runs; ++run) {
+      const auto output = detach_for_stage(x, torch_device, /*requires_grad=*/true);
+      synchronize(device);
+      auto start = std::chrono::steady_clock::now();
+      auto value = loss(output, target);
+      synchronize(device);
+      const double f = ms_since(start);
+      start = std::chrono::steady_clock::now();
+      value.backward();
+      synchronize(device);
+      const double b = ms_since(start);
+      if (run >= options.warmup()) {
+        forward.push_back(f);
+        backward.push_back(b);
+      }
+    }
+    costs.loss_forward_ms = median(forward);
+    costs.loss_backward_ms = median(backward);
+
+    // One optimizer step per layer, on gradients of ones; the first step creates the state.
+    for (const auto& layer : layers) {
+      auto params = layer->parameters();
+      if (params.empty()) {
+        costs.update_ms.push_back(0);
+        continue;
+      }
+      for (auto& p : params)
+        p.mutable_grad() = torch::ones_like(p);
+      auto opt = factory(params);
+      opt->step();
+      std::vector<double> times;
+      for (int run = 0; run < runs; ++run) {
+        synchronize(device);
+        const auto start = std::chrono::steady_clock::now();
+        opt->step();
+        synchronize(device);
+        if (run >= options.warmup()) times.push_back(ms_since(start));
+      }
+      costs.update_ms.push_back(median(times));
+      opt.reset();
+      for (auto& p : params)
+        p.mutable_grad().reset();
+    }
+  });
+  return costs;
+}
+
+std::vector<int64_t> balance_by_time(const LayerCosts& costs, int64_t K) {
+  GPIPE_CHECK(K >= 1, ConfigError, "K (partitions) must be >= 1, got ", K);
+  GPIPE_CHECK(K <= costs.num_layers(), ConfigError, "K=", K, " partitions need at least ", K,
+              " layers, but the model has ", costs.num_layers(),
+              "; use a deeper model or K <= ", costs.num_layers());
+  std::vector<double> total;
+  for (int64_t i = 0; i < costs.num_layers(); ++i) {
+    total.push_back(costs.forward_ms[i] + costs.backward_ms[i]);
+  }
+  return balance_by_cost(total, K);
+}
+
+LinkModel link_in_ms(const LinkModel& link_seconds, const LayerCosts& costs,
+                     const std::vector<int64_t>& balance) {
+  LinkModel link;
+  link.latency_s = link_seconds.latency_s * 1e3;                  // ms per message
+  link.bandwidth_bytes_s = link_seconds.bandwidth_bytes_s / 1e3;  // bytes per ms
+  int64_t end = 0;
+  for (size_t s = 0; s + 1 < balance.size(); ++s) {
+    end += balance[s];
+    link.boundary_bytes.push_back(costs.output_bytes.at(end - 1));
+  }
+  return link;
+}
+
+SimulationCosts stage_costs_ms(const LayerCosts& costs, const std::vector<int64_t>& balance,
+                               const LinkModel& link_seconds) {
+  SimulationCosts sim;
+  sim.forward = sum_by_stage(costs.forward_ms, balance);
+  sim.backward = sum_by_stage(costs.backward_ms, balance);
+  sim.recompute = sim.forward;
+  sim.forward.back() += costs.loss_forward_ms;
+  sim.backward.back() += costs.loss_backward_ms;
+  sim.link = link_in_ms(link_seconds, costs, balance);
+  return sim;
+}
+
+Projection project_step(const LayerCosts& costs, int64_t K, int64_t M, Checkpoint checkpoint,
+                        const LinkModel& link_seconds, std::vector<int64_t> balance) {
+  GPIPE_CHECK(M >= 1, ConfigError, "M (micro-batches) must be >= 1, got ", M);
+  Projection projection;
+  projection.balance = balance.empty() ? balance_by_time(costs, K) : std::move(balance);
+  GPIPE_CHECK(static_cast<int64_t>(projection.balance.size()) == K, ConfigError, "a balance of ",
+              projection.balance.size(), " stages was given for K=", K);
+  const auto sim_costs = stage_costs_ms(costs, projection.balance, link_seconds);
+  const auto result = simulate(make_schedule(ScheduleKind::kGPipe, K, M), sim_costs, checkpoint);
+  const auto updates = sum_by_stage(costs.update_ms, projection.balance);
+  projection.pipeline_ms = result.step_time;
+  projection.update_ms = *std::max_element(updates.begin(), updates.end());
+  projection.step_ms = projection.pipeline_ms + projection.update_ms;
+  projection.bubble_fraction = result.bubble_fraction;
+  return projection;
+}
+
+double samples_per_second(int64_t batch, double step_ms) {
+  GPIPE_CHECK(step_ms > 0, ConfigError, "a step time must be > 0 ms, got ", step_ms);
+  return static_cast<double>(batch) * 1e3 / step_ms;
+}
+
+}  // namespace gpipe::tables

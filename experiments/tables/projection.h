@@ -1,0 +1,79 @@
+// Projecting a pipeline step onto K devices from per-layer costs measured on this machine.
+//
+// Why this file exists: Tables 2 and 3 need throughput on K = 2, 4, 8 devices, and a 2-core
+// machine has only two. For K devices that are not here, the step time is projected: every
+// layer's forward, backward and optimizer-update time is measured on one device at the real
+// micro-batch size N/M (small micro-batches lose GEMM efficiency on a CPU, so a cost measured at
+// another size would flatter or wrong the projection), the layers are split into K stages by the
+// exact min-max partitioner on those times, and the discrete-event simulator runs the GPipe
+// schedule with re-materialisation and a link model between stages. The same partition is what
+// a measured run uses, so a measured and a projected figure describe the same pipeline.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpipe/device.h"
+#include "gpipe/layer.h"
+#include "gpipe/loss.h"
+#include "gpipe/models/model.h"
+#include "gpipe/profile.h"
+#include "gpipe/simulator.h"
+
+namespace gpipe::tables {
+
+// Per-layer costs of one model at one micro-batch size, in milliseconds.
+struct LayerCosts {
+  int64_t microbatch = 0;
+  std::vector<double> forward_ms;  // forward with autograd recording (also the recompute cost)
+  std::vector<double> backward_ms;
+  std::vector<double> update_ms;     // the optimizer step over the layer's parameters
+  std::vector<double> output_bytes;  // what the layer sends on, per micro-batch
+  double loss_forward_ms = 0;        // the loss on the last layer's output
+  double loss_backward_ms = 0;
+
+  int64_t num_layers() const { return static_cast<int64_t>(forward_ms.size()); }
+};
+
+// Measures `layers` on `device` at the micro-batch `sample` (input and target of one
+// micro-batch), with `options.threads()` intra-op threads: forward and backward by
+// profile_layers, the loss's forward and backward, every layer's output size, and one
+// `optimizer` step per layer (state created by an untimed step first). Medians of
+// `options.iterations()` runs after `options.warmup()`.
+LayerCosts measure_layer_costs(const LayerList& layers, const models::SampleBatch& sample,
+                               const LossFn& loss, const DeviceSpec& device,
+                               const std::string& optimizer, const ProfileOptions& options);
+
+// Exact min-max partition of the layers' forward+backward time into K stages. Throws ConfigError
+// naming K and the layer count when K is larger than the number of layers, or K < 1.
+std::vector<int64_t> balance_by_time(const LayerCosts& costs, int64_t K);
+
+// A link model in the costs' unit (ms): latency in ms, bandwidth in bytes per ms, and the bytes
+// crossing each of the stage boundaries of `balance` per micro-batch.
+LinkModel link_in_ms(const LinkModel& link_seconds, const LayerCosts& costs,
+                     const std::vector<int64_t>& balance);
+
+// Per-stage simulator costs of `balance`: forward, backward and recompute (the forward again)
+// summed over each stage's layers; the last stage adds the loss.
+SimulationCosts stage_costs_ms(const LayerCosts& costs, const std::vector<int64_t>& balance,
+                               const LinkModel& link_seconds);
+
+struct Projection {
+  std::vector<int64_t> balance;
+  double pipeline_ms = 0;  // the simulated forward/backward schedule
+  double update_ms = 0;    // the slowest stage's optimizer update, after the schedule
+  double step_ms = 0;      // pipeline_ms + update_ms
+  double bubble_fraction = 0;
+};
+
+// The GPipe step of `costs` (measured at micro-batch N/M) on K devices with M micro-batches,
+// `checkpoint` re-materialisation and `link_seconds` between stages (link_preset). The balance is
+// balance_by_time(costs, K) unless `balance` is given.
+Projection project_step(const LayerCosts& costs, int64_t K, int64_t M, Checkpoint checkpoint,
+                        const LinkModel& link_seconds, std::vector<int64_t> balance = {});
+
+// N samples per step of `step_ms`.
+double samples_per_second(int64_t batch, double step_ms);
+
+}  // namespace gpipe::tables

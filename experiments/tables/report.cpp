@@ -1,0 +1,167 @@
+#include "tables/report.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "gpipe/errors.h"
+
+namespace gpipe::tables {
+
+TextTable::TextTable(std::vector<std::string> header, std::vector<bool> numeric)
+    : header_(std::move(header)), numeric_(std::move(numeric)) {
+  numeric_.resize(header_.size(), false);
+}
+
+void TextTable::add_row(std::vector<std::string> row) {
+  GPIPE_CHECK(row.size() == header_.size(), ConfigError, "a table row has ", row.size(),
+              " cells but the header has ", header_.size());
+  rows_.push_back(std::move(row));
+}
+
+std::string TextTable::markdown() const {
+  std::ostringstream out;
+  auto line = [&](const std::vector<std::string>& cells) {
+    out << "|";
+    for (const auto& cell : cells)
+      out << " " << cell << " |";
+    out << "\n";
+  };
+  line(header_);
+  out << "|";
+  for (bool numeric : numeric_)
+    out << (numeric ? "---:|" : "---|");
+  out << "\n";
+  for (const auto& row : rows_)
+    line(row);
+  return out.str();
+}
+
+std::string TextTable::csv() const {
+  std::ostringstream out;
+  auto field = [&](const std::string& value) {
+    if (value.find_first_of(",\"\n\r") == std::string::npos) {
+      out << value;
+      return;
+    }
+    out << '"';
+    for (char c : value) {
+      if (c == '"') out << '"';
+      out << c;
+    }
+    out << '"';
+  };
+  auto line = [&](const std::vector<std::string>& cells) {
+    for (size_t i = 0; i < cells.size(); ++i) {
+      if (i > 0) out << ",";
+      field(cells[i]);
+    }
+    out << "\n";
+  };
+  line(header_);
+  for (const auto& row : rows_)
+    line(row);
+  return out.str();
+}
+
+std::string fixed(double value, int digits) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.*f", digits, value);
+  return buffer;
+}
+
+std::string fixed_or_dash(const std::optional<double>& value, int digits) {
+  return value ? fixed(*value, digits) : "-";
+}
+
+std::string format_bytes(double bytes) {
+  static const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (std::abs(bytes) < 1024) return fixed(bytes, 0) + " B";
+  int unit = -1;
+  while (std::abs(bytes) >= 1024 && unit < 3) {
+    bytes /= 1024;
+    ++unit;
+  }
+  return fixed(bytes, 2) + " " + kUnits[unit];
+}
+
+std::string format_count(double count) {
+  if (std::abs(count) >= 1e9) return fixed(count / 1e9, 2) + "B";
+  if (std::abs(count) >= 1e6) return fixed(count / 1e6, 1) + "M";
+  if (std::abs(count) >= 1e3) return fixed(count / 1e3, 1) + "K";
+  return fixed(count, 0);
+}
+
+int64_t parse_bytes(const std::string& text, const std::string& flag) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  GPIPE_CHECK(used > 0, ConfigError, flag, ": '", text,
+              "' is not a size; write e.g. 8GiB, 512MiB or a number of bytes");
+  std::string unit = text.substr(used);
+  std::transform(unit.begin(), unit.end(), unit.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  double scale = 0;
+  if (unit.empty() || unit == "b") {
+    scale = 1;
+  } else {
+    const std::string prefixes = "kmgt";
+    const auto p = prefixes.find(unit[0]);
+    const std::string rest = unit.substr(1);
+    if (p != std::string::npos && (rest.empty() || rest == "b" || rest == "ib")) {
+      scale = std::pow(1024.0, static_cast<double>(p + 1));
+    }
+  }
+  GPIPE_CHECK(scale > 0, ConfigError, flag, ": unknown unit '", text.substr(used), "' in '", text,
+              "'; use B, KiB, MiB, GiB or TiB");
+  const double bytes = value * scale;
+  GPIPE_CHECK(std::isfinite(bytes) && bytes >= 1, ConfigError, flag, ": '", text,
+              "' must be a positive size");
+  return static_cast<int64_t>(bytes);
+}
+
+nlohmann::json load_average() {
+  double load[3] = {0, 0, 0};
+  if (getloadavg(load, 3) != 3) return nullptr;
+  return {load[0], load[1], load[2]};
+}
+
+std::string format_load(const nlohmann::json& load) {
+  if (!load.is_array()) return "unknown";
+  std::string text;
+  for (const auto& value : load) {
+    if (!text.empty()) text += ", ";
+    text += fixed(value.get<double>(), 2);
+  }
+  return text;
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  const std::filesystem::path target(path);
+  if (target.has_parent_path()) {
+    std::error_code error;
+    std::filesystem::create_directories(target.parent_path(), error);
+    GPIPE_CHECK(!error, Error, "cannot create the folder of '", path, "': ", error.message());
+  }
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    GPIPE_CHECK(out.good(), Error, "cannot write '", tmp, "'");
+    out << text;
+    out.flush();
+    GPIPE_CHECK(out.good(), Error, "writing '", tmp, "' failed (disk full?)");
+  }
+  GPIPE_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, Error, "cannot rename '", tmp, "' to '",
+              path, "'");
+}
+
+}  // namespace gpipe::tables

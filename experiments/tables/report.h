@@ -1,0 +1,62 @@
+// Text output shared by the table drivers: Markdown and CSV tables, number formatting.
+//
+// Why this file exists: scaling_table and max_model_size both print a table to the terminal and
+// write it as Markdown and CSV beside their JSON. One small table type that renders both keeps
+// the two drivers' files consistent and makes the formatting unit-testable.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpipe::tables {
+
+// A table of strings with a header row; columns are right-aligned in Markdown when `numeric`.
+class TextTable {
+ public:
+  explicit TextTable(std::vector<std::string> header, std::vector<bool> numeric = {});
+
+  // Throws ConfigError when the row's width differs from the header's.
+  void add_row(std::vector<std::string> row);
+
+  // GitHub Markdown: | a | b |, |---|---:|, one line per row.
+  std::string markdown() const;
+  // RFC 4180 CSV: fields with a comma, quote or newline are quoted, quotes doubled.
+  std::string csv() const;
+
+  size_t size() const { return rows_.size(); }
+  const std::vector<std::string>& header() const { return header_; }
+  const std::vector<std::vector<std::string>>& rows() const { return rows_; }
+
+ private:
+  std::vector<std::string> header_;
+  std::vector<bool> numeric_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// "3.14" with `digits` decimals.
+std::string fixed(double value, int digits);
+// fixed(*value) or "-" when absent.
+std::string fixed_or_dash(const std::optional<double>& value, int digits);
+// Binary units: 1536 -> "1.50 KiB", 3 << 30 -> "3.00 GiB"; bytes below 1 KiB as "512 B".
+std::string format_bytes(double bytes);
+// Parameter counts as the paper prints them: 82e6 -> "82.0M", 1.8e9 -> "1.80B", 950 -> "950".
+std::string format_count(double count);
+// Parses "8GiB", "512MiB", "1.5G", "300M", "4096" (bytes); K/M/G/T are binary (KiB...), case
+// insensitive, optional "iB"/"B". Throws ConfigError naming `flag` for anything else or <= 0.
+int64_t parse_bytes(const std::string& text, const std::string& flag);
+
+// The 1, 5 and 15 minute load averages as a JSON array (null when unknown), and as "0.52, 1.10,
+// 1.30" for a report. Timings taken while other work shares the cores are slower; every report
+// records the load around its run.
+nlohmann::json load_average();
+std::string format_load(const nlohmann::json& load);
+
+// Writes `text` to `path` (through a temporary file and a rename); creates missing parent
+// folders. Throws Error naming the path.
+void write_text_file(const std::string& path, const std::string& text);
+
+}  // namespace gpipe::tables

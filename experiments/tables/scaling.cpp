@@ -1,0 +1,357 @@
+#include "tables/scaling.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+
+#include "gpipe/errors.h"
+#include "gpipe/simulator.h"
+#include "tables/paper_figures.h"
+#include "tables/projection.h"
+#include "tables/report.h"
+#include "tables/workload.h"
+
+namespace gpipe::tables {
+namespace {
+
+models::ModelConfig amoebanet(int64_t layers, int64_t filters, int64_t image_size,
+                              int64_t classes) {
+  models::ModelConfig c;
+  c.name = "amoebanet-d";
+  c.layers = layers;
+  c.filters = filters;
+  c.image_size = image_size;
+  c.channels = 3;
+  c.classes = classes;
+  return c;
+}
+
+models::ModelConfig transformer(int64_t layers, int64_t d_model, int64_t ffn, int64_t heads,
+                                int64_t vocab, int64_t seq_len) {
+  models::ModelConfig c;
+  c.name = "transformer-l";
+  c.layers = layers;
+  c.d_model = d_model;
+  c.ffn = ffn;
+  c.heads = heads;
+  c.vocab = vocab;
+  c.seq_len = seq_len;
+  return c;
+}
+
+std::string model_key(const ScalingModel& m) {
+  const auto& c = m.config;
+  return c10::str(c.name, "/L", c.layers, "/D", c.filters, "/img", c.image_size, "/cls", c.classes,
+                  "/d", c.d_model, "/f", c.ffn, "/h", c.heads, "/v", c.vocab, "/t", c.seq_len, "/N",
+                  m.batch);
+}
+
+std::vector<std::string> devices_for(const std::string& type, int64_t K) {
+  std::vector<std::string> devices;
+  for (int64_t i = 0; i < K; ++i)
+    devices.push_back(c10::str(type, ":", i));
+  return devices;
+}
+
+int64_t devices_present(const std::string& type) {
+  if (type == "cuda") return static_cast<int64_t>(torch::cuda::device_count());
+  return hardware_threads();
+}
+
+double elapsed_s(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+std::optional<double> paper_speedup(const std::string& table, const std::string& model, int64_t K,
+                                    int64_t M) {
+  if (table == "table3") return M == 32 ? paper_table3_speedup(model, K) : std::nullopt;
+  return paper_table2_speedup(model, K, M);
+}
+
+const std::vector<std::string>& scaling_preset_names() {
+  static const std::vector<std::string> names = {"quick", "paper"};
+  return names;
+}
+
+ScalingOptions scaling_preset(const std::string& name) {
+  ScalingOptions options;
+  options.preset = name;
+  ScalingTableSpec table2;
+  table2.id = "table2";
+  table2.title = "Table 2: normalised training throughput, K partitions and M micro-batches";
+  table2.paper_hardware = paper_table2_hardware();
+  table2.partitions = {2, 4, 8};
+  table2.chunks = {1, 4, 32};
+  table2.link = "tpu";
+  table2.base_K = 2;
+  table2.base_M = 1;
+  ScalingTableSpec table3;
+  table3.id = "table3";
+  table3.title = "Table 3: normalised training throughput at M=32 without NVLink (PCIe link)";
+  table3.paper_hardware = paper_table3_hardware();
+  table3.partitions = {2, 4, 8};
+  table3.chunks = {32};
+  table3.link = "pcie";
+  table3.base_K = 2;
+  table3.base_M = 32;
+  if (name == "quick") {
+    // Scaled down to run on two CPU cores in minutes: deep enough for K=8, and with enough work per
+    // operator that a micro-batch of N/32 costs about what a large one does per sample (measured
+    // here: AmoebaNet 23-25 ms per sample from micro-batch 256 down to 4, 31 ms at 2; the
+    // Transformer 80-83 ms from 64 down to 2). Smaller models lose the pipeline's gain to
+    // per-operator overhead at M=32, which would measure the CPU, not the schedule.
+    const ScalingModel amoeba{"AmoebaNet-D (L=6, D=32), 128x128 images", amoebanet(6, 32, 128, 10),
+                              256};
+    const ScalingModel lm{"Transformer-L (L=8, d=256, ffn=1024, seq 128)",
+                          transformer(8, 256, 1024, 4, 2048, 128), 64};
+    table2.models = {amoeba, lm};
+    table3.models = {amoeba, lm};
+  } else if (name == "paper") {
+    table2.models = {{"AmoebaNet-D (18, 256), 224x224 images", amoebanet(18, 256, 224, 1000), 128},
+                     {"Transformer-48 (d=2048, ffn=8192, 32 heads, seq 1024)",
+                      transformer(48, 2048, 8192, 32, 32000, 1024), 32}};
+    table3.models = {{"AmoebaNet-D (18, 128), 224x224 images", amoebanet(18, 128, 224, 1000), 128},
+                     {"Transformer-24 (d=2048, ffn=8192, 32 heads, seq 1024)",
+                      transformer(24, 2048, 8192, 32, 32000, 1024), 32}};
+  } else {
+    throw ConfigError(c10::str("unknown preset '", name, "': expected quick or paper"));
+  }
+  options.tables = {table2, table3};
+  return options;
+}
+
+void validate(const ScalingOptions& options) {
+  GPIPE_CHECK(!options.tables.empty(), ConfigError, "no tables to make");
+  GPIPE_CHECK(options.device_type == "cpu" || options.device_type == "cuda", ConfigError,
+              "unknown device type '", options.device_type, "': expected cpu or cuda");
+  GPIPE_CHECK(options.max_measured_k >= 0, ConfigError,
+              "--max-measured-k must be >= 0 (0: the devices present), got ",
+              options.max_measured_k);
+  GPIPE_CHECK(options.warmup_steps >= 0 && options.timed_steps >= 1, ConfigError,
+              "--warmup must be >= 0 and --steps >= 1, got ", options.warmup_steps, " and ",
+              options.timed_steps);
+  GPIPE_CHECK(options.warmup_steps + options.timed_steps >= 2, ConfigError,
+              "--warmup plus --steps must be at least 2 (the first step creates optimizer state)");
+  for (const auto& table : options.tables) {
+    GPIPE_CHECK(!table.models.empty(), ConfigError, table.id, " has no models (check --models)");
+    link_preset(table.link);  // throws for an unknown link
+    const auto has = [](const std::vector<int64_t>& values, int64_t v) {
+      return std::find(values.begin(), values.end(), v) != values.end();
+    };
+    GPIPE_CHECK(!table.partitions.empty() && !table.chunks.empty(), ConfigError, table.id,
+                " needs at least one K and one M");
+    for (int64_t K : table.partitions) {
+      GPIPE_CHECK(K >= 1, ConfigError, table.id, ": K=", K, " must be >= 1");
+    }
+    GPIPE_CHECK(has(table.partitions, table.base_K) && has(table.chunks, table.base_M), ConfigError,
+                table.id, " normalises to K=", table.base_K, ", M=", table.base_M,
+                ", so its K list must include ", table.base_K, " and its M list ", table.base_M);
+    for (const auto& model : table.models) {
+      GPIPE_CHECK(model.batch >= 1, ConfigError, model.label, ": the mini-batch N must be >= 1");
+      const int64_t layers = models::make_model(model.config)->num_layers();
+      for (int64_t K : table.partitions) {
+        GPIPE_CHECK(K <= layers, ConfigError, table.id, ": K=", K, " is larger than the ", layers,
+                    " layers of ", model.label, "; a stage needs at least one layer, so use ",
+                    "K <= ", layers, " or a deeper model");
+      }
+      for (int64_t M : table.chunks) {
+        GPIPE_CHECK(M >= 1 && M <= model.batch && model.batch % M == 0, ConfigError, table.id,
+                    ": M=", M, " must divide the mini-batch N=", model.batch, " of ", model.label,
+                    " (equal micro-batches of N/M samples)");
+      }
+    }
+  }
+}
+
+void normalise(std::vector<ScalingRow>& rows, const std::string& table, int64_t base_K,
+               int64_t base_M) {
+  std::map<std::pair<std::string, std::string>, double> baseline;
+  std::set<std::string> models;
+  for (const auto& row : rows) {
+    if (row.table != table) continue;
+    models.insert(row.model);
+    if (row.K == base_K && row.M == base_M) baseline[{row.model, row.source}] = row.samples_per_s;
+  }
+  for (const auto& model : models) {
+    bool any = false;
+    for (const auto& [key, value] : baseline)
+      any = any || (key.first == model && value > 0);
+    GPIPE_CHECK(any, ConfigError, table, ": ", model, " has no row at the baseline K=", base_K,
+                ", M=", base_M, " to normalise by");
+  }
+  for (auto& row : rows) {
+    if (row.table != table) continue;
+    const auto it = baseline.find({row.model, row.source});
+    if (it == baseline.end() || it->second <= 0) {
+      row.speedup.reset();
+    } else {
+      row.speedup = row.samples_per_s / it->second;
+    }
+  }
+}
+
+ScalingResult run_scaling(const ScalingOptions& options) {
+  validate(options);
+  const auto started = std::chrono::steady_clock::now();
+  ScalingResult result;
+  result.options = options;
+  const int64_t present = devices_present(options.device_type);
+  result.max_measured_k = options.max_measured_k > 0 ? options.max_measured_k : present;
+  GPIPE_CHECK(result.max_measured_k <= present, ConfigError, "--max-measured-k ",
+              result.max_measured_k, " is more than the ", present, " ", options.device_type,
+              " devices this machine has");
+  result.machine = {{"hardware_threads", hardware_threads()},
+                    {"device_type", options.device_type},
+                    {"devices_present", present},
+                    {"physical_memory_bytes", physical_memory_bytes()},
+                    {"load_average_before", load_average()}};
+  const auto& load = result.machine["load_average_before"];
+  if (load.is_array() && load[0].get<double>() > 0.5) {
+    spdlog::warn(
+        "the load average is {:.2f}: other work shares these cores, so steps measured on "
+        "several devices at once run slower than this machine can (the one-thread "
+        "profiles behind the projections suffer less); rerun on an idle machine",
+        load[0].get<double>());
+  }
+  const DeviceSpec profile_device = DeviceSpec::parse(options.device_type + ":0");
+  const int64_t memory = physical_memory_bytes();
+
+  std::map<std::string, LayerCosts> costs_cache;
+  std::map<std::string, double> profile_other_cores;
+  auto warn_if_busy = [](const std::string& what, double other_cores) {
+    if (other_cores > 0.25) {
+      spdlog::warn(
+          "{}: other processes kept {:.2f} cores busy meanwhile; its timing is slower "
+          "than this machine can do",
+          what, other_cores);
+    }
+  };
+  std::map<std::string, TrainingMeasurement> measured_cache;
+  std::set<std::string> checked;
+  for (const auto& table : options.tables) {
+    for (const auto& model : table.models) {
+      const auto builder = models::make_model(model.config);
+      const std::string optimizer = resolve_optimizer(options.optimizer, model.config.name);
+      const int64_t parameters = builder->count_parameters();
+      // Parameters, gradients and optimizer state of the whole model, for the measured runs.
+      const int64_t state_bytes = parameters * 4 * (2 + optimizer_state_slots(optimizer));
+      const bool can_measure = memory == 0 || state_bytes < memory * 6 / 10;
+      if (!can_measure) {
+        spdlog::warn(
+            "{}: {} of parameters, gradients and {} state is more than this machine's "
+            "memory allows ({}); its rows are projected only",
+            model.label, format_bytes(static_cast<double>(state_bytes)), optimizer,
+            format_bytes(static_cast<double>(memory)));
+      }
+      const auto full_batch = builder->sample_batch(model.batch, /*seed=*/1);
+      for (int64_t M : table.chunks) {
+        const int64_t micro = model.batch / M;
+        const std::string costs_key = c10::str(model_key(model), "/b", micro);
+        if (!costs_cache.count(costs_key)) {
+          const auto t0 = std::chrono::steady_clock::now();
+          spdlog::info("{}: profiling {} layers at micro-batch {} (M={})", model.label,
+                       builder->num_layers(), micro, M);
+          const auto layers = builder->build();
+          const CpuMeter cpu;
+          costs_cache[costs_key] =
+              measure_layer_costs(layers, builder->sample_batch(micro, /*seed=*/2), builder->loss(),
+                                  profile_device, optimizer, options.profile);
+          const auto& c = costs_cache[costs_key];
+          double forward = c.loss_forward_ms, backward = c.loss_backward_ms, update = 0;
+          for (int64_t i = 0; i < c.num_layers(); ++i) {
+            forward += c.forward_ms[i];
+            backward += c.backward_ms[i];
+            update += c.update_ms[i];
+          }
+          spdlog::info(
+              "{}: micro-batch {}: forward {:.1f} ms, backward {:.1f} ms ({:.2f} ms "
+              "per sample), update {:.1f} ms; profiled in {:.1f} s",
+              model.label, micro, forward, backward,
+              (forward + backward) / static_cast<double>(micro), update, elapsed_s(t0));
+          profile_other_cores[costs_key] = cpu.read().other_cores;
+          warn_if_busy(c10::str(model.label, " profile at micro-batch ", micro),
+                       profile_other_cores[costs_key]);
+        }
+        const auto& costs = costs_cache.at(costs_key);
+        for (int64_t K : table.partitions) {
+          const auto balance = balance_by_time(costs, K);
+          const auto projection =
+              project_step(costs, K, M, options.checkpoint, link_preset(table.link), balance);
+          ScalingRow row;
+          row.table = table.id;
+          row.model = model.config.name;
+          row.label = model.label;
+          row.K = K;
+          row.M = M;
+          row.batch = model.batch;
+          row.source = "projected";
+          row.link = table.link;
+          row.step_ms = projection.step_ms;
+          row.samples_per_s = samples_per_second(model.batch, projection.step_ms);
+          row.bubble_fraction = projection.bubble_fraction;
+          row.balance = balance;
+          row.other_cores = profile_other_cores.at(costs_key);
+          row.paper_speedup = paper_speedup(table.id, row.model, K, M);
+          result.rows.push_back(row);
+          if (K > result.max_measured_k || !can_measure) continue;
+
+          const std::string run_key = c10::str(model_key(model), "/K", K, "/M", M);
+          if (!measured_cache.count(run_key)) {
+            const auto t0 = std::chrono::steady_clock::now();
+            spdlog::info("{}: measuring K={} M={} (balance {}) on {} {} devices", model.label, K, M,
+                         c10::Join(",", balance), K, options.device_type);
+            RunShape shape;
+            shape.balance = balance;
+            shape.devices = devices_for(options.device_type, K);
+            shape.chunks = M;
+            shape.checkpoint = options.checkpoint;
+            shape.threads_per_device = 1;
+            measured_cache[run_key] = measure_training(*builder, full_batch, shape, optimizer,
+                                                       options.warmup_steps, options.timed_steps);
+            const auto& m = measured_cache[run_key];
+            spdlog::info(
+                "{}: K={} M={}: {:.1f} ms per step, {:.2f} cores busy (measured in {:.1f} "
+                "s)",
+                model.label, K, M, m.median_step_ms, m.cpu.own_cores, elapsed_s(t0));
+            warn_if_busy(c10::str(model.label, " K=", K, " M=", M), m.cpu.other_cores);
+          }
+          const auto& measured = measured_cache.at(run_key);
+          ScalingRow mrow = row;
+          mrow.source = "measured";
+          mrow.link = options.device_type == "cpu" ? "none" : "device";
+          mrow.step_ms = measured.median_step_ms;
+          mrow.samples_per_s = samples_per_second(model.batch, measured.median_step_ms);
+          mrow.bubble_fraction.reset();
+          mrow.other_cores = measured.cpu.other_cores;
+          result.rows.push_back(mrow);
+          if (checked.insert(run_key).second) {
+            // The projection on this machine's own link: CPU virtual devices share memory.
+            const auto local =
+                project_step(costs, K, M, options.checkpoint, link_preset("none"), balance);
+            ProjectionCheck check;
+            check.model = row.model;
+            check.label = row.label;
+            check.K = K;
+            check.M = M;
+            check.measured_samples_per_s = mrow.samples_per_s;
+            check.projected_samples_per_s = samples_per_second(model.batch, local.step_ms);
+            check.other_cores_measured = mrow.other_cores;
+            check.other_cores_profiled = row.other_cores;
+            result.checks.push_back(check);
+          }
+        }
+      }
+    }
+    normalise(result.rows, table.id, table.base_K, table.base_M);
+  }
+  result.machine["load_average_after"] = load_average();
+  result.seconds = elapsed_s(started);
+  return result;
+}
+
+}  // namespace gpipe::tables

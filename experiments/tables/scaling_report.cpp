@@ -1,0 +1,201 @@
+// The scaling tables as JSON, CSV and Markdown (declared in scaling.h).
+#include <sstream>
+
+#include "tables/paper_figures.h"
+#include "tables/report.h"
+#include "tables/scaling.h"
+
+namespace gpipe::tables {
+
+namespace {
+
+std::string balance_text(const std::vector<int64_t>& balance) {
+  return c10::Join("+", balance);
+}
+
+}  // namespace
+
+nlohmann::json to_json(const ScalingResult& result) {
+  const auto& o = result.options;
+  nlohmann::json tables = nlohmann::json::array();
+  for (const auto& t : o.tables) {
+    nlohmann::json models = nlohmann::json::array();
+    for (const auto& m : t.models) {
+      const auto builder = models::make_model(m.config);
+      models.push_back({{"model", m.config.name},
+                        {"label", m.label},
+                        {"layers", m.config.layers},
+                        {"num_layers", builder->num_layers()},
+                        {"parameters", builder->count_parameters()},
+                        {"batch", m.batch}});
+    }
+    tables.push_back({{"id", t.id},
+                      {"title", t.title},
+                      {"paper_hardware", t.paper_hardware},
+                      {"link", t.link},
+                      {"baseline", {{"K", t.base_K}, {"M", t.base_M}}},
+                      {"partitions", t.partitions},
+                      {"chunks", t.chunks},
+                      {"models", models}});
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : result.rows) {
+    rows.push_back(
+        {{"table", r.table},
+         {"model", r.model},
+         {"label", r.label},
+         {"K", r.K},
+         {"M", r.M},
+         {"batch", r.batch},
+         {"source", r.source},
+         {"link", r.link},
+         {"step_ms", r.step_ms},
+         {"samples_per_s", r.samples_per_s},
+         {"speedup", r.speedup ? nlohmann::json(*r.speedup) : nlohmann::json()},
+         {"paper_speedup", r.paper_speedup ? nlohmann::json(*r.paper_speedup) : nlohmann::json()},
+         {"bubble_fraction",
+          r.bubble_fraction ? nlohmann::json(*r.bubble_fraction) : nlohmann::json()},
+         {"balance", r.balance},
+         {"other_cores", r.other_cores}});
+  }
+  nlohmann::json checks = nlohmann::json::array();
+  for (const auto& c : result.checks) {
+    checks.push_back({{"model", c.model},
+                      {"label", c.label},
+                      {"K", c.K},
+                      {"M", c.M},
+                      {"measured_samples_per_s", c.measured_samples_per_s},
+                      {"projected_samples_per_s", c.projected_samples_per_s},
+                      {"error", c.error()},
+                      {"other_cores_measured", c.other_cores_measured},
+                      {"other_cores_profiled", c.other_cores_profiled}});
+  }
+  return {{"preset", o.preset},
+          {"command", result.command},
+          {"checkpoint", to_string(o.checkpoint)},
+          {"optimizer", o.optimizer},
+          {"device_type", o.device_type},
+          {"max_measured_k", result.max_measured_k},
+          {"warmup_steps", o.warmup_steps},
+          {"timed_steps", o.timed_steps},
+          {"profile",
+           {{"warmup", o.profile.warmup()},
+            {"iterations", o.profile.iterations()},
+            {"threads", o.profile.threads()}}},
+          {"machine", result.machine},
+          {"seconds", result.seconds},
+          {"tables", tables},
+          {"rows", rows},
+          {"checks", checks}};
+}
+
+std::string to_csv(const ScalingResult& result) {
+  TextTable table({"table", "model", "label", "K", "M", "batch", "source", "link", "step_ms",
+                   "samples_per_s", "speedup", "paper_speedup", "bubble_fraction", "balance",
+                   "other_cores"});
+  for (const auto& r : result.rows) {
+    table.add_row({r.table, r.model, r.label, std::to_string(r.K), std::to_string(r.M),
+                   std::to_string(r.batch), r.source, r.link, fixed(r.step_ms, 3),
+                   fixed(r.samples_per_s, 3), r.speedup ? fixed(*r.speedup, 4) : "",
+                   r.paper_speedup ? fixed(*r.paper_speedup, 2) : "",
+                   r.bubble_fraction ? fixed(*r.bubble_fraction, 4) : "", balance_text(r.balance),
+                   fixed(r.other_cores, 3)});
+  }
+  return table.csv();
+}
+
+std::string to_markdown(const ScalingResult& result) {
+  const auto& o = result.options;
+  std::ostringstream out;
+  out << "# GPipe Tables 2 and 3 with this engine: throughput against K and M\n\n";
+  out << "Preset `" << o.preset << "`, made by `" << result.command << "` in "
+      << fixed(result.seconds / 60, 1) << " min on a machine with "
+      << result.machine.value("hardware_threads", 0) << " hardware threads (load average "
+      << format_load(result.machine["load_average_before"]) << " before, "
+      << format_load(result.machine["load_average_after"]) << " after). Re-materialisation `"
+      << to_string(o.checkpoint) << "`; optimizer `" << o.optimizer
+      << "` (auto: RMSProp for AmoebaNet, Adam for the Transformer). The committed "
+         "results/scaling_table.* come from results/scaling_table.sh.\n\n";
+  out << "Speedup is throughput divided by the naive-2 baseline of the same source: measured rows "
+         "by the measured baseline, projected rows by the projected one. A row is **measured** "
+         "when K "
+      << o.device_type << " devices exist here (K <= " << result.max_measured_k
+      << ": one virtual device per core, one intra-op thread each) and **projected** otherwise: "
+         "per-layer forward, backward and update times measured on one device at the real "
+         "micro-batch N/M, split by the exact min-max partitioner, run through the simulator's "
+         "GPipe schedule with re-materialisation and the table's link model (compute costs are "
+         "this machine's; only the copies follow the link). The paper's columns are GPipe's own "
+         "figures (Table 2: "
+      << paper_table2_hardware() << "; Table 3: " << paper_table3_hardware()
+      << "), not ours. Other load: the cores that other processes kept busy while a row was "
+         "measured or its costs profiled (from /proc/stat); a timing is this machine's own only "
+         "when it is near 0.\n\n";
+  for (const auto& t : o.tables) {
+    out << "## " << t.title << "\n\n";
+    out << "Normalised to K=" << t.base_K << ", M=" << t.base_M << "; projected rows use the `"
+        << t.link << "` link. Paper: " << t.paper_hardware << ".\n\n";
+    for (const auto& m : t.models) {
+      out << "### " << m.label << ", mini-batch N=" << m.batch << "\n\n";
+      // The paper's layout: M rows, K columns, ours (projected) beside the paper's.
+      std::vector<std::string> header = {"M"};
+      std::vector<bool> numeric = {true};
+      for (int64_t K : t.partitions) {
+        header.push_back(c10::str("K=", K, " ours"));
+        header.push_back(c10::str("K=", K, " paper"));
+        numeric.push_back(true);
+        numeric.push_back(true);
+      }
+      TextTable grid(header, numeric);
+      for (int64_t M : t.chunks) {
+        std::vector<std::string> cells = {std::to_string(M)};
+        for (int64_t K : t.partitions) {
+          std::optional<double> ours, measured;
+          for (const auto& r : result.rows) {
+            if (r.table != t.id || r.model != m.config.name || r.K != K || r.M != M) continue;
+            if (r.source == "projected") ours = r.speedup;
+            if (r.source == "measured") measured = r.speedup;
+          }
+          const auto paper = paper_speedup(t.id, m.config.name, K, M);
+          std::string cell = fixed_or_dash(ours, 2);
+          if (measured) cell += " (measured " + fixed(*measured, 2) + ")";
+          cells.push_back(cell);
+          cells.push_back(fixed_or_dash(paper, 2));
+        }
+        grid.add_row(cells);
+      }
+      out << grid.markdown() << "\n";
+      TextTable rows({"K", "M", "source", "link", "step ms", "samples/s", "speedup",
+                      "paper speedup", "bubble", "balance", "other load"},
+                     {true, true, false, false, true, true, true, true, true, false, true});
+      for (const auto& r : result.rows) {
+        if (r.table != t.id || r.model != m.config.name) continue;
+        rows.add_row({std::to_string(r.K), std::to_string(r.M), r.source, r.link,
+                      fixed(r.step_ms, 1), fixed(r.samples_per_s, 1), fixed_or_dash(r.speedup, 2),
+                      fixed_or_dash(r.paper_speedup, 2),
+                      r.bubble_fraction ? fixed(*r.bubble_fraction, 3) : "-",
+                      balance_text(r.balance), fixed(r.other_cores, 2)});
+      }
+      out << rows.markdown() << "\n";
+    }
+  }
+  out << "## Projection check: measured against projected on this machine\n\n";
+  if (result.checks.empty()) {
+    out << "No row was measured (no K <= " << result.max_measured_k << " fits this machine).\n";
+  } else {
+    out << "The same K, M and partition, projected on this machine's own link (`none`: CPU "
+           "virtual devices share memory) from the per-layer costs, against the measured step.\n\n";
+    TextTable checks({"model", "K", "M", "measured samples/s", "projected samples/s",
+                      "projected / measured - 1", "other load measured / profiled"},
+                     {false, true, true, true, true, true, true});
+    for (const auto& c : result.checks) {
+      checks.add_row({c.label, std::to_string(c.K), std::to_string(c.M),
+                      fixed(c.measured_samples_per_s, 1), fixed(c.projected_samples_per_s, 1),
+                      fixed(100 * c.error(), 1) + "%",
+                      fixed(c.other_cores_measured, 2) + " / " + fixed(c.other_cores_profiled, 2)});
+    }
+    out << checks.markdown();
+  }
+  return out.str();
+}
+
+}  // namespace gpipe::tables

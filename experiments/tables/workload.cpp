@@ -1,0 +1,150 @@
+#include "tables/workload.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "gpipe/errors.h"
+#include "gpipe/memory.h"
+
+namespace gpipe::tables {
+
+std::string default_optimizer(const std::string& model) {
+  return model == "amoebanet-d" || model == "amoebanet-b" ? "rmsprop" : "adam";
+}
+
+std::string resolve_optimizer(const std::string& name, const std::string& model) {
+  if (name == "auto") return default_optimizer(model);
+  GPIPE_CHECK(name == "rmsprop" || name == "adam" || name == "sgd", ConfigError,
+              "unknown optimizer '", name, "': expected rmsprop, adam, sgd or auto");
+  return name;
+}
+
+int64_t optimizer_state_slots(const std::string& name) {
+  if (name == "rmsprop") return 1;
+  if (name == "adam") return 2;
+  if (name == "sgd") return 0;
+  throw ConfigError(c10::str("unknown optimizer '", name, "': expected rmsprop, adam or sgd"));
+}
+
+Pipeline::OptimizerFactory make_optimizer(const std::string& name) {
+  optimizer_state_slots(name);  // validates the name
+  return [name](std::vector<torch::Tensor> params) -> std::unique_ptr<torch::optim::Optimizer> {
+    if (name == "rmsprop") {
+      return std::make_unique<torch::optim::RMSprop>(params,
+                                                     torch::optim::RMSpropOptions(1e-4).alpha(0.9));
+    }
+    if (name == "adam") {
+      return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(1e-4));
+    }
+    return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(1e-3));
+  };
+}
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double own_cpu_s() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+// Busy CPU seconds of the whole machine since boot (user, nice, system, irq, softirq, steal);
+// -1 when /proc/stat cannot be read.
+double machine_busy_s() {
+  std::ifstream stat("/proc/stat");
+  std::string line;
+  if (!std::getline(stat, line) || line.rfind("cpu ", 0) != 0) return -1;
+  std::istringstream fields(line.substr(4));
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  fields >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
+  const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
+  return fields ? (user + nice + system + irq + softirq + steal) / ticks : -1;
+}
+
+}  // namespace
+
+CpuMeter::CpuMeter()
+    : wall_start_(now_s()), own_start_(own_cpu_s()), machine_start_(machine_busy_s()) {}
+
+CpuMeter::Reading CpuMeter::read() const {
+  Reading r;
+  r.wall_s = now_s() - wall_start_;
+  if (r.wall_s <= 0) return r;
+  const double own = own_cpu_s() - own_start_;
+  r.own_cores = own / r.wall_s;
+  const double machine = machine_busy_s();
+  if (machine_start_ >= 0 && machine >= 0) {
+    r.other_cores = std::max(0.0, (machine - machine_start_ - own) / r.wall_s);
+  }
+  return r;
+}
+
+TrainingMeasurement measure_training(const models::ModelBuilder& builder,
+                                     const models::SampleBatch& batch, const RunShape& shape,
+                                     const std::string& optimizer, int warmup, int steps,
+                                     uint64_t seed) {
+  GPIPE_CHECK(warmup >= 0 && steps >= 1, ConfigError,
+              "measuring needs warmup >= 0 and steps >= 1, got ", warmup, " and ", steps);
+  GPIPE_CHECK(warmup + steps >= 2, ConfigError,
+              "measuring needs at least two steps in all (the first creates the optimizer state)");
+  PipelineOptions options(shape.balance);
+  options.chunks(shape.chunks)
+      .checkpoint(shape.checkpoint)
+      .threads_per_device(shape.threads_per_device)
+      .seed(seed);
+  if (!shape.devices.empty()) options.devices(shape.devices);
+  Pipeline pipeline(builder.build(), options, builder.loss());
+  pipeline.set_optimizer(make_optimizer(optimizer));
+
+  TrainingMeasurement result;
+  std::optional<CpuMeter> cpu;
+  for (int i = 0; i < warmup + steps; ++i) {
+    if (i == warmup) cpu.emplace();
+    const auto start = std::chrono::steady_clock::now();
+    result.loss = pipeline.train_step(batch.input, batch.target);
+    for (const auto& device : pipeline.devices()) {
+      if (device.is_cuda()) torch::cuda::synchronize(device.index);
+    }
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (i >= warmup) result.step_ms.push_back(ms);
+  }
+  result.cpu = cpu->read();
+  auto sorted = result.step_ms;
+  std::sort(sorted.begin(), sorted.end());
+  result.median_step_ms = sorted[sorted.size() / 2];
+
+  // The pipeline reset each device's peak when the last step began and nothing reset it since,
+  // so the meter's peak now covers that whole step, optimizer update included.
+  const auto& last = pipeline.last_step();
+  for (size_t s = 0; s < pipeline.devices().size(); ++s) {
+    const int64_t window_peak = last.peak_bytes.at(s);
+    const int64_t activation = last.peak_activation_bytes.at(s);
+    const int64_t whole_step = memory::stats(pipeline.devices()[s]).peak_bytes;
+    result.peak_bytes.push_back(std::max(window_peak, whole_step));
+    result.state_bytes.push_back(window_peak - activation);
+    result.peak_activation_bytes.push_back(activation);
+  }
+  return result;
+}
+
+int64_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
+}
+
+}  // namespace gpipe::tables

@@ -1,0 +1,16 @@
+# The table drivers (scaling_table, max_model_size): their logic in a GoogleTest program, their
+# command lines through expect_exit.sh. Included from CMakeLists.txt, which defines
+# gpipe_cli_test and ${bin}.
+gpipe_test(tables_tests SOURCES test_tables.cpp DEPS gpipe_tables)
+gpipe_cli_test(scaling_help 0 "normalised to naive-2" ${bin}/scaling_table --help)
+gpipe_cli_test(scaling_k_exceeds_layers 2 "K=64 is larger than the" ${bin}/scaling_table --partitions 2,64)
+gpipe_cli_test(scaling_m_does_not_divide_n 2 "M=3 must divide" ${bin}/scaling_table --chunks 1,3)
+gpipe_cli_test(scaling_unknown_preset 2 "unknown preset 'huge'" ${bin}/scaling_table --preset huge)
+gpipe_cli_test(scaling_unknown_link 2 "unknown link 'warp'" ${bin}/scaling_table --link warp)
+gpipe_cli_test(scaling_unknown_model 2 "'resnet' is not" ${bin}/scaling_table --models resnet)
+gpipe_cli_test(max_size_help 0 "--memory-budget" ${bin}/max_model_size --help)
+gpipe_cli_test(max_size_budget_too_small 2 "is too small for any transformer-l in naive-1" ${bin}/max_model_size --models transformer-l --configs naive-1 --memory-budget 64KiB)
+gpipe_cli_test(max_size_k_exceeds_layers 2 "pipeline-64 needs a model of at least 64 layers" ${bin}/max_model_size --models transformer-l --transformer-layers 1,2,4 --configs pipeline-64 --memory-budget 1MiB)
+gpipe_cli_test(max_size_bad_budget 2 "unknown unit 'XB'" ${bin}/max_model_size --memory-budget 12XB)
+gpipe_cli_test(max_size_budget_over_machine 2 "more than this machine's" ${bin}/max_model_size --memory-budget 64GiB)
+gpipe_cli_test(max_size_unknown_config 2 "unknown configuration 'turbo-8'" ${bin}/max_model_size --configs naive-1,turbo-8)

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The exact command that made results/scaling_table.{md,csv,json,png} (GPipe Tables 2 and 3).
+# Timings: run it on an otherwise idle machine; the quick preset takes about 5 minutes on 2 cores.
+#
+#   results/scaling_table.sh            (from anywhere; builds build/bin/scaling_table if needed)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+experiments/scaling_table --preset quick --out results/scaling_table
