@@ -29,8 +29,13 @@ if [[ ! -f "$build/build.ninja" ]]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 fi
 echo "run_amoebanet: building the trainer in $build ..."
-cmake --build "$build" --target gpipe_train -j "$(nproc)" | grep -Ev '^\[[0-9]+/[0-9]+\]' || true
-[[ -x "$build/bin/gpipe_train" ]] || { echo "run_amoebanet: the build failed" >&2; exit 1; }
+# Ninja's progress lines are dropped; compiler errors still show, and a failed build stops here
+# (pipefail) instead of running a stale trainer.
+if ! cmake --build "$build" --target gpipe_train -j "$(nproc)" |
+  { grep -Ev '^\[[0-9]+/[0-9]+\]' || true; }; then
+  echo "run_amoebanet: the build failed; see the compiler output above" >&2
+  exit 1
+fi
 
 args=("$@")
 has() {
