@@ -1,9 +1,10 @@
 // accuracy_table: GPipe's Table 4 beside ours, and the claim behind it that partitioning a model
 // does not change what it learns.
 //
-//   build/bin/accuracy_table                       # naive-1, pipeline-2, pipeline-4 on Fashion-MNIST
-//   build/bin/accuracy_table --reuse               # rebuild the table from runs already made
-//   build/bin/accuracy_table --preset fashion-mnist-cpu --epochs 2 --configs naive-1,pipeline-2
+//   build/bin/accuracy_table                       # naive-1, pipeline-2, pipeline-4 on
+//   Fashion-MNIST build/bin/accuracy_table --reuse               # rebuild the table from runs
+//   already made build/bin/accuracy_table --preset fashion-mnist-cpu --epochs 2 --configs
+//   naive-1,pipeline-2
 //
 // Trains the same preset with the same seed as naive-1 (one device, no micro-batching, no
 // re-materialisation) and as pipeline-K (K devices, the preset's M), evaluates each on the test
@@ -35,9 +36,9 @@ struct PaperRow {
 
 // GPipe Table 4: AmoebaNet-B (18, 512), trained on ImageNet-2012 then fine-tuned on the others.
 constexpr PaperRow kPaper[] = {
-    {"imagenet", 84.4, 97.0},        {"cifar10", 99.0, -1},    {"cifar100", 91.3, -1},
-    {"stanford-cars", 94.6, -1},     {"oxford-pets", 95.9, -1}, {"food-101", 93.0, -1},
-    {"fgvc-aircraft", 92.7, -1},     {"birdsnap", 83.6, -1},
+    {"imagenet", 84.4, 97.0},    {"cifar10", 99.0, -1},     {"cifar100", 91.3, -1},
+    {"stanford-cars", 94.6, -1}, {"oxford-pets", 95.9, -1}, {"food-101", 93.0, -1},
+    {"fgvc-aircraft", 92.7, -1}, {"birdsnap", 83.6, -1},
 };
 
 // The trainer's options for `config` ("naive-1" or "pipeline-K") on top of the preset.
@@ -51,10 +52,11 @@ gpipe::train::TrainOptions options_for(const std::string& preset, const std::str
   gpipe::train::add_train_flags(app, options);
   std::vector<std::string> args{"accuracy_table", "--config",
                                 gpipe::train::presets_dir() + "/" + preset + ".toml"};
-  for (const auto& o : overrides) args.push_back(o);
+  for (const auto& o : overrides)
+    args.push_back(o);
   if (config == "naive-1") {
-    args.insert(args.end(), {"--partitions", "1", "--balance", "", "--chunks", "1", "--checkpoint",
-                             "never"});
+    args.insert(args.end(),
+                {"--partitions", "1", "--balance", "", "--chunks", "1", "--checkpoint", "never"});
   } else {
     const std::string k = config.rfind("pipeline-", 0) == 0 ? config.substr(9) : "";
     GPIPE_CHECK(!k.empty() && k.find_first_not_of("0123456789") == std::string::npos && k != "0",
@@ -64,7 +66,8 @@ gpipe::train::TrainOptions options_for(const std::string& preset, const std::str
   }
   args.insert(args.end(), {"--output-dir", output_dir, "--progress", "log"});
   std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
+  for (auto& a : args)
+    argv.push_back(a.data());
   try {
     app.parse(static_cast<int>(argv.size()), argv.data());
   } catch (const CLI::ParseError& e) {
@@ -161,7 +164,7 @@ int main(int argc, char** argv) {
                          {"tolerance_points", tolerance},
                          {"agree", spread <= tolerance},
                          {"preset", preset},
-                         {"command", c10::Join(" ", std::vector<std::string>(argv, argv + argc))}};
+                         {"command", cli::command_line(argc, argv)}};
     gpipe::write_json_file((fs::path(out) / "accuracy_table.json").string(), result);
     std::ofstream csv(fs::path(out) / "accuracy_table.csv");
     csv << "config,dataset,test_top1,test_top5,source\n";
@@ -175,7 +178,8 @@ int main(int argc, char** argv) {
        << "Ours: preset `" << preset << "` (" << dataset << "), the same seed for every run. "
        << "Top-1 spread " << std::fixed << std::setprecision(2) << spread << " points (bound "
        << tolerance << "): " << (spread <= tolerance ? "they agree" : "THEY DO NOT AGREE")
-       << ".\n\n| config | dataset | test top-1 (%) | test top-5 (%) | source |\n|---|---|---|---|---|\n";
+       << ".\n\n| config | dataset | test top-1 (%) | test top-5 (%) | source "
+          "|\n|---|---|---|---|---|\n";
     for (const auto& r : rows) {
       md << "| " << r["config"].get<std::string>() << " | " << r["dataset"].get<std::string>()
          << " | " << percent(r["test_top1"]) << " | " << percent(r["test_top5"]) << " | "

@@ -19,17 +19,6 @@
 #include "tables/max_size.h"
 #include "tables/report.h"
 
-namespace {
-
-std::string command_line(int argc, char** argv) {
-  std::string text = "max_model_size";
-  for (int i = 1; i < argc; ++i)
-    text += std::string(" ") + argv[i];
-  return text;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   using namespace gpipe;
   CLI::App app{
@@ -130,17 +119,8 @@ int main(int argc, char** argv) {
     options.models = models;
 
     auto result = tables::run_max_size(options);
-    result.command = command_line(argc, argv);
-    const auto json = tables::to_json(result);
-    const auto markdown = tables::to_markdown(result);
-    std::cout << markdown << std::flush;
-    if (!out.empty()) {
-      tables::write_text_file(out + ".md", markdown);
-      tables::write_text_file(out + ".csv", tables::to_csv(result));
-      tables::write_text_file(out + ".json", json.dump(2) + "\n");
-      spdlog::info("wrote {0}.md, {0}.csv and {0}.json in {1:.1f} min", out, result.seconds / 60);
-    }
-    if (!json_path.empty()) tables::write_text_file(json_path, json.dump(2) + "\n");
+    result.command = cli::command_line(argc, argv);
+    tables::publish(result, out, json_path);
     return cli::kExitOk;
   });
 }

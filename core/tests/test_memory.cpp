@@ -79,5 +79,16 @@ TEST(Recompute, AlwaysHalvesTheFirstStagesActivationPeakAtM8) {
   EXPECT_LT(always, never / 2) << "always=" << always << " never=" << never;
 }
 
+TEST(OneFOneB, HoldsUnderHalfTheFirstStagesActivationsOfGPipeAtM32) {
+  // 1F1B keeps at most K = 2 micro-batches in flight on stage 0, GPipe all 32.
+  const int64_t gpipe = first_stage_activation_peak(Checkpoint::kNever, ScheduleKind::kGPipe, 32);
+  const int64_t one_f_one_b =
+      first_stage_activation_peak(Checkpoint::kNever, ScheduleKind::k1F1B, 32);
+  RecordProperty("gpipe_bytes", std::to_string(gpipe));
+  RecordProperty("1f1b_bytes", std::to_string(one_f_one_b));
+  EXPECT_GT(one_f_one_b, 0);
+  EXPECT_LT(one_f_one_b, gpipe / 2) << "1f1b=" << one_f_one_b << " gpipe=" << gpipe;
+}
+
 }  // namespace
 }  // namespace gpipe::testing

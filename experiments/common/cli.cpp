@@ -102,4 +102,12 @@ int run_main(CLI::App& app, int argc, char** argv, const std::function<int()>& b
   return kExitBadInput;
 }
 
+std::string command_line(int argc, char** argv) {
+  std::string text = argc > 0 ? std::string(argv[0]) : std::string();
+  text = text.substr(text.find_last_of('/') + 1);
+  for (int i = 1; i < argc; ++i)
+    text += std::string(" ") + argv[i];
+  return text;
+}
+
 }  // namespace gpipe::cli

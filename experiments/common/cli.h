@@ -32,6 +32,9 @@ void setup_logging(const std::string& level = "info");
 // program with the same arguments (nothing has run yet); otherwise it returns.
 void ensure_passive_openmp(int argc, char** argv);
 
+// The program's name (without its folder) and its arguments, as a result file records them.
+std::string command_line(int argc, char** argv);
+
 // Parses the command line, then runs `body`; maps exceptions to messages and exit codes.
 int run_main(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
 

@@ -5,9 +5,11 @@
 // the two drivers' files consistent and makes the formatting unit-testable.
 #pragma once
 
+#include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <iostream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -58,5 +60,22 @@ std::string format_load(const nlohmann::json& load);
 // Writes `text` to `path` (through a temporary file and a rename); creates missing parent
 // folders. Throws Error naming the path.
 void write_text_file(const std::string& path, const std::string& text);
+
+// What both table drivers do with a finished table: print its Markdown, write PREFIX.md,
+// PREFIX.csv and PREFIX.json unless `prefix` is empty, and the JSON alone to `json_path` unless
+// that is empty. `Result` has to_markdown/to_csv/to_json overloads and a `seconds` field.
+template <typename Result>
+void publish(const Result& result, const std::string& prefix, const std::string& json_path) {
+  const auto json = to_json(result).dump(2) + "\n";
+  const auto markdown = to_markdown(result);
+  std::cout << markdown << std::flush;
+  if (!prefix.empty()) {
+    write_text_file(prefix + ".md", markdown);
+    write_text_file(prefix + ".csv", to_csv(result));
+    write_text_file(prefix + ".json", json);
+    spdlog::info("wrote {0}.md, {0}.csv and {0}.json in {1:.1f} min", prefix, result.seconds / 60);
+  }
+  if (!json_path.empty()) write_text_file(json_path, json);
+}
 
 }  // namespace gpipe::tables

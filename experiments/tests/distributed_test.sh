@@ -147,7 +147,9 @@ case "$case_name" in
     launcher=$!
     for _ in $(seq 100); do [[ -f ck/latest ]] && break; sleep 0.1; done
     sleep 0.5
+    # Rank 1 of this test only (its working directory is ours): tests run in parallel.
     victim=$(pgrep -f "gpipe_train --distributed" | while read -r p; do
+      [[ /proc/$p/cwd -ef $work ]] || continue
       tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx RANK=1 && echo "$p"; done | head -1)
     [[ -n "$victim" ]] && kill -9 "$victim"
     wait $launcher

@@ -339,6 +339,9 @@ TrainResult Trainer::run() {
       timed_samples += o.batch_size;
     }
     const auto& last = pipeline_->last_step();
+    // The first step of a process also allocates the gradients inside its memory window: its
+    // activation peak stands only until a second step replaces it.
+    const size_t steps_run = result.step_seconds.size();
     for (size_t s = 0; s < last.peak_bytes.size(); ++s) {
       if (result.peak_memory_bytes_per_device.size() <= s) {
         result.peak_memory_bytes_per_device.push_back(0);
@@ -346,8 +349,9 @@ TrainResult Trainer::run() {
       }
       result.peak_memory_bytes_per_device[s] =
           std::max(result.peak_memory_bytes_per_device[s], last.peak_bytes[s]);
-      result.peak_activation_bytes_per_device[s] =
-          std::max(result.peak_activation_bytes_per_device[s], last.peak_activation_bytes[s]);
+      auto& activation = result.peak_activation_bytes_per_device[s];
+      activation = steps_run <= 2 ? last.peak_activation_bytes[s]
+                                  : std::max(activation, last.peak_activation_bytes[s]);
     }
     progress.step(position_.step, position_.epoch, loss, lr, o.batch_size);
     metrics.write({{"step", position_.step},

@@ -36,7 +36,7 @@ struct TrainResult {
   double throughput_samples_per_s = 0;
   double bubble_fraction = 0;                             // measured, last step
   std::vector<int64_t> peak_memory_bytes_per_device;      // max over the steps run
-  std::vector<int64_t> peak_activation_bytes_per_device;  // max over the steps run
+  std::vector<int64_t> peak_activation_bytes_per_device;  // max over the steps after the first
   std::vector<int64_t> balance;
   int64_t parameters = 0;
   double param_checksum = 0;
