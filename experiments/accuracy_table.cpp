@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
                          {"tolerance_points", tolerance},
                          {"agree", spread <= tolerance},
                          {"preset", preset},
-                         {"command", cli::command_line(argc, argv)}};
+                         {"command", gpipe::cli::command_line(argc, argv)}};
     gpipe::write_json_file((fs::path(out) / "accuracy_table.json").string(), result);
     std::ofstream csv(fs::path(out) / "accuracy_table.csv");
     csv << "config,dataset,test_top1,test_top5,source\n";
