@@ -61,13 +61,15 @@ void check_resume(const Factory& factory, int64_t resume_k, const std::string& n
   Pipeline straight(seeded_mlp(kOptions), PipelineOptions({3, 2}).chunks(2));
   straight.set_optimizer(factory);
   std::vector<double> expected;
-  for (int i = 0; i < 4; ++i) expected.push_back(straight.train_step(d.x[i], d.y[i]));
+  for (int i = 0; i < 4; ++i)
+    expected.push_back(straight.train_step(d.x[i], d.y[i]));
 
   const auto dir = fresh_dir(name);
   {
     Pipeline first(seeded_mlp(kOptions), PipelineOptions({3, 2}).chunks(2));
     first.set_optimizer(factory);
-    for (int i = 0; i < 2; ++i) EXPECT_DOUBLE_EQ(first.train_step(d.x[i], d.y[i]), expected[i]);
+    for (int i = 0; i < 2; ++i)
+      EXPECT_DOUBLE_EQ(first.train_step(d.x[i], d.y[i]), expected[i]);
     save_stage_shards(first, dir);
   }
   EXPECT_TRUE(fs::exists(fs::path(dir) / "stage-0.pt"));
@@ -94,9 +96,15 @@ void check_resume(const Factory& factory, int64_t resume_k, const std::string& n
   }
 }
 
-TEST(Checkpoint, SgdMomentumResumesExactlyAtAnotherK) { check_resume(sgd(), 1, "sgd_k1"); }
-TEST(Checkpoint, RmspropResumesExactlyAtAnotherK) { check_resume(rmsprop(), 3, "rmsprop_k3"); }
-TEST(Checkpoint, AdamResumesExactlyAtTheSameK) { check_resume(adam(), 2, "adam_k2"); }
+TEST(Checkpoint, SgdMomentumResumesExactlyAtAnotherK) {
+  check_resume(sgd(), 1, "sgd_k1");
+}
+TEST(Checkpoint, RmspropResumesExactlyAtAnotherK) {
+  check_resume(rmsprop(), 3, "rmsprop_k3");
+}
+TEST(Checkpoint, AdamResumesExactlyAtTheSameK) {
+  check_resume(adam(), 2, "adam_k2");
+}
 
 TEST(Checkpoint, AnotherModelIsAClearError) {
   const auto dir = fresh_dir("other_model");
@@ -121,8 +129,8 @@ TEST(Checkpoint, FineTuningSkipsTheMismatchedClassifier) {
   save_stage_shards(saved, dir);
   Pipeline ten_classes(seeded_mlp(models::MlpOptions(6, 16, 4, 10).batch_norm(true), 5),
                        PipelineOptions({2, 3}));
-  const auto report =
-      load_stage_shards(ten_classes, dir, LoadOptions().optimizer(false).skip_mismatched_shapes(true));
+  const auto report = load_stage_shards(
+      ten_classes, dir, LoadOptions().optimizer(false).skip_mismatched_shapes(true));
   EXPECT_EQ(report.skipped, (std::vector<std::string>{"4.module.weight", "4.module.bias"}));
   const auto a = saved.named_parameters();
   const auto b = ten_classes.named_parameters();

@@ -13,8 +13,12 @@
 
 namespace gpipe {
 // Readable test parameters in gtest's output.
-inline void PrintTo(Checkpoint mode, std::ostream* os) { *os << to_string(mode); }
-inline void PrintTo(ScheduleKind kind, std::ostream* os) { *os << to_string(kind); }
+inline void PrintTo(Checkpoint mode, std::ostream* os) {
+  *os << to_string(mode);
+}
+inline void PrintTo(ScheduleKind kind, std::ostream* os) {
+  *os << to_string(kind);
+}
 }  // namespace gpipe
 
 namespace gpipe::testing {
