@@ -3,11 +3,14 @@
 //
 //   BM_PlainMLP                 plain LibTorch on one thread: the engine's overhead reference
 //   BM_PipelineMLP/K:k/M:m      the engine with K stages and M micro-batches, checkpoint never
+//   BM_PipelineMLPSchedule/<schedule>/K:2/M:8   the same under every schedule (v = 2 where
+//                               it takes virtual stages: stages of 2,2,2,3 layers)
 //
 // items_per_second is samples/s. Read the figures in one run, with nothing else running:
 //   pipeline efficiency   K:2/M:8 vs K:1/M:8  (bubble bound 2*8/9 = 1.78x)
 //   speedup over naive-2  K:2/M:8 vs K:2/M:1
 //   engine overhead       K:1/M:1 vs BM_PlainMLP
+//   zero bubble           BM_PipelineMLPSchedule/zb-h1 vs .../gpipe
 #include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
 #include <unistd.h>
@@ -58,25 +61,35 @@ void BM_PlainMLP(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kBatch);
 }
 
-void BM_PipelineMLP(benchmark::State& state) {
-  const int64_t K = state.range(0);
-  const int64_t M = state.range(1);
+void run_pipeline(benchmark::State& state, gpipe::ScheduleKind kind, int64_t K, int64_t M) {
   torch::manual_seed(0);
   auto layers =
       gpipe::models::make_mlp(gpipe::models::MlpOptions(kWidth, kWidth, kDepth, kClasses));
-  // Balanced by parameter count: 2048x2048 layers split evenly, the small classifier rides along.
-  std::vector<double> costs;
-  for (const auto& layer : layers) {
-    double count = 0;
-    for (const auto& p : layer->parameters())
-      count += static_cast<double>(p.numel());
-    costs.push_back(count);
+  auto options = gpipe::PipelineOptions(std::vector<int64_t>{})
+                     .chunks(M)
+                     .checkpoint(gpipe::Checkpoint::kNever);
+  options.schedule(kind).threads_per_device(1);
+  const int64_t v = gpipe::default_virtual_stages(kind);
+  if (v == 1) {
+    // Balanced by parameter count: 2048x2048 layers split evenly, the classifier rides along.
+    std::vector<double> costs;
+    for (const auto& layer : layers) {
+      double count = 0;
+      for (const auto& p : layer->parameters())
+        count += static_cast<double>(p.numel());
+      costs.push_back(count);
+    }
+    options.balance(gpipe::balance_by_cost(costs, K));
+  } else {
+    // Two layers per virtual stage, the classifier with the last: every device gets 4 wide ones.
+    std::vector<int64_t> stages(K * v, 2);
+    stages.back() += static_cast<int64_t>(layers.size()) - 2 * K * v;
+    std::vector<int64_t> balance(K, 0);
+    for (int64_t s = 0; s < K * v; ++s)
+      balance[gpipe::stage_device(kind, K, v, s)] += stages[s];
+    options.balance(balance).stage_balance(stages);
   }
-  const auto balance = gpipe::balance_by_cost(costs, K);
-  gpipe::Pipeline pipe(layers, gpipe::PipelineOptions(balance)
-                                   .chunks(M)
-                                   .checkpoint(gpipe::Checkpoint::kNever)
-                                   .threads_per_device(1));
+  gpipe::Pipeline pipe(layers, options);
   pipe.set_optimizer([](std::vector<torch::Tensor> params) {
     return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(kLearningRate));
   });
@@ -91,6 +104,14 @@ void BM_PipelineMLP(benchmark::State& state) {
   state.counters["bubble"] = bubble / static_cast<double>(state.iterations());
 }
 
+void BM_PipelineMLP(benchmark::State& state) {
+  run_pipeline(state, gpipe::ScheduleKind::kGPipe, state.range(0), state.range(1));
+}
+
+void BM_PipelineMLPSchedule(benchmark::State& state, gpipe::ScheduleKind kind) {
+  run_pipeline(state, kind, state.range(0), state.range(1));
+}
+
 BENCHMARK(BM_PlainMLP)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(8.0);
 BENCHMARK(BM_PipelineMLP)
     ->ArgNames({"K", "M"})
@@ -103,6 +124,18 @@ BENCHMARK(BM_PipelineMLP)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(8.0);
+#define GPIPE_SCHEDULE_BENCHMARK(name, kind)                                 \
+  BENCHMARK_CAPTURE(BM_PipelineMLPSchedule, name, gpipe::ScheduleKind::kind) \
+      ->ArgNames({"K", "M"})                                                 \
+      ->Args({2, 8})                                                         \
+      ->Unit(benchmark::kMillisecond)                                        \
+      ->UseRealTime()                                                        \
+      ->MinTime(8.0)
+GPIPE_SCHEDULE_BENCHMARK(gpipe, kGPipe);
+GPIPE_SCHEDULE_BENCHMARK(1f1b, k1F1B);
+GPIPE_SCHEDULE_BENCHMARK(interleaved - 1f1b, kInterleaved1F1B);
+GPIPE_SCHEDULE_BENCHMARK(zb - h1, kZBH1);
+GPIPE_SCHEDULE_BENCHMARK(zbv, kZBV);
 
 }  // namespace
 

@@ -131,8 +131,7 @@ std::string optimizer_kind(torch::optim::Optimizer& optimizer) {
 void save_stage_shards(Pipeline& pipeline, const std::string& dir) {
   const auto named = pipeline.named_parameters();
   const auto buffers = pipeline.named_buffers();
-  for (int64_t i = 0; i < pipeline.num_local_stages(); ++i) {
-    const int64_t s = pipeline.first_local_stage() + i;
+  for (const int64_t s : pipeline.local_stages()) {
     auto& stage = pipeline.stage(s);
     // Names owned by this stage: parameters and buffers of its layers.
     std::vector<std::string> names;
@@ -237,8 +236,7 @@ LoadReport load_stage_shards(Pipeline& pipeline, const std::string& dir,
     }
     if (fields.empty()) continue;
     // The stage that owns p.
-    for (int64_t s = pipeline.first_local_stage();
-         s < pipeline.first_local_stage() + pipeline.num_local_stages(); ++s) {
+    for (const int64_t s : pipeline.local_stages()) {
       for (const auto& q : pipeline.stage(s).parameters()) {
         if (q.unsafeGetTensorImpl() == p.unsafeGetTensorImpl()) {
           restore_state(pipeline.optimizer(s), p, fields, name);

@@ -1,81 +1,120 @@
 #include "gpipe/executor.h"
 
+#include <map>
+#include <tuple>
+
 #include "gpipe/errors.h"
 
 namespace gpipe {
 namespace {
 
-// Times `fn` as one timeline event.
-template <typename Fn>
-auto timed(Timeline* timeline, const Stage& stage, const char* kind, const StepData& data,
-           int64_t m, Fn&& fn) {
-  const auto start = Timeline::Clock::now();
-  auto finish = [&] {
-    if (timeline != nullptr) {
-      timeline->record(stage.index(), kind + std::to_string(m), data.step, m, start,
-                       Timeline::Clock::now());
-    }
-  };
-  if constexpr (std::is_void_v<decltype(fn())>) {
-    fn();
-    finish();
-  } else {
-    auto result = fn();
-    finish();
-    return result;
+// Where a tensor list waits between the action that makes it and the one that takes it.
+enum class Slot { kActivationIn, kActivationOut, kGradientIn, kGradientOut };
+
+class Slots {
+ public:
+  void put(Slot slot, int64_t stage, int64_t m, Activations tensors) {
+    slots_[{slot, stage, m}] = std::move(tensors);
   }
-}
+  Activations take(Slot slot, int64_t stage, int64_t m, const Action& consumer) {
+    auto it = slots_.find({slot, stage, m});
+    GPIPE_CHECK(it != slots_.end(), ConfigError, to_string(consumer), " of stage ", stage,
+                " finds nothing to consume: the lowered schedule is inconsistent");
+    auto out = std::move(it->second);
+    slots_.erase(it);
+    return out;
+  }
+
+ private:
+  std::map<std::tuple<Slot, int64_t, int64_t>, Activations> slots_;
+};
 
 }  // namespace
 
-void run_stage_actions(Stage& stage, const std::vector<Action>& actions, int64_t microbatches,
-                       const StepData& data, Transport& transport, Timeline* timeline,
-                       std::vector<Activations>* outputs) {
-  const int64_t s = stage.index();
-  stage.begin_step(data.step, microbatches, data.seed);
-  transport.begin_stage(s, stage.num_stages(), actions, data.step, data.training);
-  for (const auto& action : actions) {
-    const int64_t m = action.microbatch;
-    if (action.kind == ActionKind::kForward) {
-      MessageKey key{data.step, m, Direction::kForward};
-      Activations input = stage.is_first() ? data.inputs.at(m) : transport.recv(s - 1, s, key);
-      Activations output;
-      if (data.training) {
-        const bool checkpoint =
-            data.checkpoint == Checkpoint::kAlways ||
-            (data.checkpoint == Checkpoint::kExceptLast && m != microbatches - 1);
-        output = timed(timeline, stage, "F", data, m, [&] {
-          return stage.is_last() ? stage.forward(m, input, checkpoint, data.targets.at(m),
-                                                 data.weights.at(m), data.loss)
-                                 : stage.forward(m, input, checkpoint);
-        });
-      } else {
-        output = timed(timeline, stage, "F", data, m, [&] { return stage.infer(m, input); });
+void run_device_actions(int64_t device, const Schedule& schedule, const std::vector<Stage*>& stages,
+                        const StepData& data, Transport& transport, Timeline* timeline,
+                        std::vector<Activations>* outputs) {
+  GPIPE_CHECK(schedule.lowered, ConfigError, "the executor runs lowered schedules only");
+  GPIPE_CHECK(data.training != schedule.forward_only, ConfigError,
+              data.training ? "training needs a training schedule"
+                            : "evaluation needs a forward-only schedule");
+  const int64_t M = schedule.microbatches;
+  const int64_t last = schedule.num_stages() - 1;
+  const bool split = schedule.splits_backward();
+  for (int64_t s = 0; s <= last; ++s) {
+    if (schedule.device_of(s) == device) stages.at(s)->begin_step(data.step, M, data.seed);
+  }
+  transport.begin_step(device, schedule, data.step);
+  Slots slots;
+  for (const auto& a : schedule.actions.at(device)) {
+    const int64_t s = a.stage, m = a.microbatch;
+    Stage& stage = *stages.at(s);
+    const auto start = Timeline::Clock::now();
+    bool communication = false;
+    MessageKey key{data.step, s, a.peer, m, Direction::kForward};
+    switch (a.kind) {
+      case ActionKind::kRecvForward:
+        key = {data.step, a.peer, s, m, Direction::kForward};
+        slots.put(Slot::kActivationIn, s, m,
+                  transport.recv(schedule.device_of(a.peer), device, key));
+        communication = true;
+        break;
+      case ActionKind::kForward: {
+        Activations input = s == 0 ? data.inputs.at(m) : slots.take(Slot::kActivationIn, s, m, a);
+        Activations output;
+        if (!data.training) {
+          output = stage.infer(m, input);
+        } else if (s == last) {
+          output = stage.forward(m, input, a.checkpoint, data.targets.at(m), data.weights.at(m),
+                                 data.loss);
+        } else {
+          output = stage.forward(m, input, a.checkpoint);
+        }
+        if (s < last) {
+          slots.put(Slot::kActivationOut, s, m, std::move(output));
+        } else if (outputs != nullptr) {
+          (*outputs)[m] = std::move(output);
+        }
+        break;
       }
-      if (!stage.is_last()) {
-        transport.send(s, s + 1, key, std::move(output));
-      } else if (outputs != nullptr) {
-        (*outputs)[m] = std::move(output);
+      case ActionKind::kSendForward:
+        transport.send(device, schedule.device_of(a.peer), key,
+                       slots.take(Slot::kActivationOut, s, m, a));
+        communication = true;
+        break;
+      case ActionKind::kRecompute:
+        stage.recompute(m);
+        break;
+      case ActionKind::kRecvBackward:
+        key = {data.step, a.peer, s, m, Direction::kBackward};
+        slots.put(Slot::kGradientIn, s, m, transport.recv(schedule.device_of(a.peer), device, key));
+        communication = true;
+        break;
+      case ActionKind::kBackward: {
+        Activations grad_output =
+            s == last ? Activations{} : slots.take(Slot::kGradientIn, s, m, a);
+        Activations grad_input = stage.backward(m, grad_output, /*defer_weights=*/split);
+        if (s > 0) slots.put(Slot::kGradientOut, s, m, std::move(grad_input));
+        break;
       }
-    } else {
-      GPIPE_CHECK(data.training, ConfigError, "evaluation schedule contains B", m);
-      // Replay a checkpointed forward before waiting for the gradient: the recompute then
-      // overlaps with the next stage's backward.
-      if (stage.needs_recompute(m)) {
-        timed(timeline, stage, "R", data, m, [&] { stage.recompute(m); });
-      }
-      Activations grad_output;
-      if (!stage.is_last()) {
-        grad_output = transport.recv(s + 1, s, {data.step, m, Direction::kBackward});
-      }
-      Activations grad_input =
-          timed(timeline, stage, "B", data, m, [&] { return stage.backward(m, grad_output); });
-      if (!stage.is_first()) {
-        transport.send(s, s - 1, {data.step, m, Direction::kBackward}, std::move(grad_input));
-      }
+      case ActionKind::kSendBackward:
+        key.direction = Direction::kBackward;
+        transport.send(device, schedule.device_of(a.peer), key,
+                       slots.take(Slot::kGradientOut, s, m, a));
+        communication = true;
+        break;
+      case ActionKind::kWeight:
+        stage.backward_weight(m);
+        break;
+    }
+    if (timeline != nullptr) {
+      std::string name = to_string(a);
+      if (a.peer >= 0) name = name.substr(0, name.find('('));
+      timeline->record(device, std::move(name), data.step, m, start, Timeline::Clock::now(), s,
+                       communication);
     }
   }
-  transport.end_stage(s);
+  transport.end_step(device);
 }
 
 }  // namespace gpipe

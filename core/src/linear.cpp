@@ -2,13 +2,38 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "gpipe/layer.h"
+#include "gpipe/weight_grad.h"
+
 namespace gpipe {
 namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// y = x W^T + b. Backward returns dx and adds dW, db to the parameters' .grad in place.
+// dW += g^T x and db += sum(g), accumulated in place into the parameters' .grad.
+void accumulate_weight_grad(torch::Tensor weight, torch::Tensor bias, const torch::Tensor& grad_2d,
+                            const torch::Tensor& input_2d) {
+  if (weight.requires_grad()) {
+    auto& weight_grad = weight.mutable_grad();
+    if (weight_grad.defined()) {
+      weight_grad.addmm_(grad_2d.t(), input_2d);
+    } else {
+      weight_grad = torch::mm(grad_2d.t(), input_2d);
+    }
+  }
+  if (bias.defined() && bias.requires_grad()) {
+    auto& bias_grad = bias.mutable_grad();
+    if (bias_grad.defined()) {
+      bias_grad.add_(grad_2d.sum(0));
+    } else {
+      bias_grad = grad_2d.sum(0);
+    }
+  }
+}
+
+// y = x W^T + b. Backward returns dx and adds dW, db to the parameters' .grad in place, at once
+// or, inside a split B, later in W (the micro-batch's WeightGradQueue).
 class FusedLinearFunction : public torch::autograd::Function<FusedLinearFunction> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input,
@@ -17,6 +42,8 @@ class FusedLinearFunction : public torch::autograd::Function<FusedLinearFunction
     ctx->save_for_backward({input});
     ctx->saved_data["weight"] = weight;
     ctx->saved_data["bias"] = bias;
+    const auto* context = current_layer_context();
+    ctx->saved_data["weight_grad_token"] = context != nullptr ? context->weight_grad_token : 0;
     return torch::linear(input, weight, bias.value_or(torch::Tensor()));
   }
 
@@ -29,23 +56,12 @@ class FusedLinearFunction : public torch::autograd::Function<FusedLinearFunction
     torch::Tensor grad_input;
     if (ctx->needs_input_grad(0)) grad_input = grad.matmul(weight);
     const auto grad_2d = grad.reshape({-1, grad.size(-1)});
-    if (weight.requires_grad()) {
-      const auto input_2d = input.reshape({-1, input.size(-1)});
-      auto& weight_grad = weight.mutable_grad();
-      if (weight_grad.defined()) {
-        weight_grad.addmm_(grad_2d.t(), input_2d);
-      } else {
-        weight_grad = torch::mm(grad_2d.t(), input_2d);
-      }
-    }
-    if (bias.defined() && bias.requires_grad()) {
-      auto& bias_grad = bias.mutable_grad();
-      if (bias_grad.defined()) {
-        bias_grad.add_(grad_2d.sum(0));
-      } else {
-        bias_grad = grad_2d.sum(0);
-      }
-    }
+    const auto input_2d = input.reshape({-1, input.size(-1)});
+    const int64_t token = ctx->saved_data["weight_grad_token"].toInt();
+    const bool deferred = WeightGradQueue::defer(token, [weight, bias, grad_2d, input_2d] {
+      accumulate_weight_grad(weight, bias, grad_2d, input_2d);
+    });
+    if (!deferred) accumulate_weight_grad(weight, bias, grad_2d, input_2d);
     return {grad_input, torch::Tensor(), torch::Tensor()};
   }
 };

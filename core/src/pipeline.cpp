@@ -1,10 +1,12 @@
 #include "gpipe/pipeline.h"
 
+#include <algorithm>
 #include <cmath>
 #include <future>
 #include <mutex>
 
 #include "gpipe/errors.h"
+#include "gpipe/lowering.h"
 #include "gpipe/memory.h"
 #include "gpipe/microbatch.h"
 
@@ -41,37 +43,102 @@ std::string describe_exception(const std::exception_ptr& error) {
   }
 }
 
-Pipeline::Pipeline(LayerList layers, PipelineOptions options, LossFn loss)
-    : layers_(std::move(layers)), options_(std::move(options)), loss_(std::move(loss)) {
-  offsets_ = stage_offsets(options_.balance(), static_cast<int64_t>(layers_.size()));
-  transport_ = std::make_unique<LocalTransport>();
-  build(0, num_stages());
+std::vector<int64_t> PipelineLayout::stages_of(int64_t device) const {
+  std::vector<int64_t> stages;
+  for (int64_t s = 0; s < num_stages(); ++s) {
+    if (stage_device[s] == device) stages.push_back(s);
+  }
+  return stages;
 }
 
-Pipeline::Pipeline(LayerList layers, PipelineOptions options, int64_t local_stage,
+std::vector<int64_t> PipelineLayout::layers_of(int64_t device) const {
+  std::vector<int64_t> layers;
+  for (int64_t s : stages_of(device)) {
+    for (int64_t i = 0; i < stage_balance[s]; ++i)
+      layers.push_back(stage_offset[s] + i);
+  }
+  return layers;
+}
+
+PipelineLayout make_layout(const PipelineOptions& options, int64_t num_layers) {
+  const auto& balance = options.balance();
+  stage_offsets(balance, num_layers);  // checks the balance
+  PipelineLayout layout;
+  layout.devices = static_cast<int64_t>(balance.size());
+  const auto kind = options.schedule();
+  layout.virtual_stages =
+      options.virtual_stages() > 0 ? options.virtual_stages() : default_virtual_stages(kind);
+  const int64_t K = layout.devices, v = layout.virtual_stages;
+  const auto& explicit_stages = options.stage_balance();
+  GPIPE_CHECK(explicit_stages.empty() || static_cast<int64_t>(explicit_stages.size()) == K * v,
+              ConfigError, "stage balance ", c10::Join(",", explicit_stages), " has ",
+              explicit_stages.size(), " entries but K=", K, " devices x v=", v, " need ", K * v);
+  std::vector<int64_t> per_device(K, 0);
+  int64_t offset = 0;
+  for (int64_t s = 0; s < K * v; ++s) {
+    const int64_t d = stage_device(kind, K, v, s);
+    int64_t size = 0;
+    if (explicit_stages.empty()) {
+      GPIPE_CHECK(balance[d] % v == 0, ConfigError, "balance ", c10::Join(",", balance),
+                  " gives device ", d, " ", balance[d], " layers, which v=", v,
+                  " virtual stages cannot share evenly; give each device a multiple of ", v,
+                  " layers (or a stage balance)");
+      size = balance[d] / v;
+    } else {
+      size = explicit_stages[s];
+      GPIPE_CHECK(size >= 1, ConfigError, "stage balance ", c10::Join(",", explicit_stages),
+                  " gives virtual stage ", s, " no layer");
+    }
+    per_device[d] += size;
+    layout.stage_balance.push_back(size);
+    layout.stage_offset.push_back(offset);
+    layout.stage_device.push_back(d);
+    offset += size;
+  }
+  GPIPE_CHECK(per_device == balance, ConfigError, "stage balance ", c10::Join(",", explicit_stages),
+              " puts ", c10::Join(",", per_device), " layers on the devices but the balance is ",
+              c10::Join(",", balance));
+  return layout;
+}
+
+Pipeline::Pipeline(LayerList layers, PipelineOptions options, LossFn loss)
+    : layers_(std::move(layers)), options_(std::move(options)), loss_(std::move(loss)) {
+  layout_ = make_layout(options_, static_cast<int64_t>(layers_.size()));
+  // Local layers in stage order (a permutation of the model's when v > 1).
+  LayerList ordered;
+  for (int64_t d = 0; d < layout_.devices; ++d) {
+    for (int64_t i : layout_.layers_of(d))
+      ordered.push_back(layers_[i]);
+  }
+  layers_ = std::move(ordered);
+  transport_ = std::make_unique<LocalTransport>();
+  build(0, layout_.devices);
+}
+
+Pipeline::Pipeline(LayerList layers, PipelineOptions options, int64_t local_device,
                    std::unique_ptr<Transport> transport, StepCollectives* collectives, LossFn loss)
     : layers_(std::move(layers)),
       options_(std::move(options)),
       loss_(std::move(loss)),
-      first_local_stage_(local_stage),
       transport_(std::move(transport)),
       collectives_(collectives) {
   const auto& balance = options_.balance();
-  GPIPE_CHECK(local_stage >= 0 && local_stage < static_cast<int64_t>(balance.size()), ConfigError,
-              "local stage ", local_stage, " is outside balance ", c10::Join(",", balance));
+  GPIPE_CHECK(local_device >= 0 && local_device < static_cast<int64_t>(balance.size()), ConfigError,
+              "local device ", local_device, " is outside balance ", c10::Join(",", balance));
   int64_t total = 0;
   for (int64_t b : balance)
     total += b;
-  offsets_ = stage_offsets(balance, total);
-  GPIPE_CHECK(static_cast<int64_t>(layers_.size()) == balance[local_stage], ConfigError, "stage ",
-              local_stage, " of balance ", c10::Join(",", balance), " has ", balance[local_stage],
+  layout_ = make_layout(options_, total);
+  GPIPE_CHECK(static_cast<int64_t>(layers_.size()) == balance[local_device], ConfigError, "device ",
+              local_device, " of balance ", c10::Join(",", balance), " has ", balance[local_device],
               " layers but ", layers_.size(), " were given");
   GPIPE_CHECK(transport_ != nullptr, ConfigError, "a distributed pipeline needs a transport");
-  build(local_stage, 1);
+  build(local_device, 1);
 }
 
-void Pipeline::build(int64_t first_stage, int64_t count) {
-  const int64_t K = num_stages();
+void Pipeline::build(int64_t first_device, int64_t count) {
+  const int64_t K = layout_.devices;
+  first_device_ = first_device;
   std::vector<DeviceSpec> all;
   if (options_.devices().empty()) {
     all = default_cpu_devices(K);
@@ -79,11 +146,11 @@ void Pipeline::build(int64_t first_stage, int64_t count) {
     for (const auto& d : options_.devices())
       all.push_back(DeviceSpec::parse(d));
   }
-  const bool one_device_for_local_stage = count == 1 && K > 1 && all.size() == 1;
-  GPIPE_CHECK(static_cast<int64_t>(all.size()) == K || one_device_for_local_stage, ConfigError,
-              "balance ", c10::Join(",", options_.balance()), " has K=", K, " stages but ",
-              all.size(), " devices were given (", c10::Join(",", options_.devices()),
-              "); give exactly one device per stage");
+  const bool one_device_given = count == 1 && K > 1 && all.size() == 1;
+  GPIPE_CHECK(static_cast<int64_t>(all.size()) == K || one_device_given, ConfigError, "balance ",
+              c10::Join(",", options_.balance()), " has K=", K, " devices but ", all.size(),
+              " devices were given (", c10::Join(",", options_.devices()),
+              "); give exactly one device per balance entry");
   GPIPE_CHECK(options_.chunks() >= 1, ConfigError,
               "chunks (M, micro-batches per mini-batch) must be >= 1, got ", options_.chunks());
   GPIPE_CHECK(options_.threads_per_device() >= 0, ConfigError,
@@ -93,24 +160,37 @@ void Pipeline::build(int64_t first_stage, int64_t count) {
   for (const auto& layer : layers_) {
     GPIPE_CHECK(layer != nullptr, ConfigError, "the layer list contains a null layer");
   }
-  train_schedule_ = make_schedule(options_.schedule(), K, options_.chunks());
+  train_schedule_ =
+      lower(make_schedule(options_.schedule(), K, options_.chunks(), layout_.virtual_stages),
+            options_.checkpoint());
 
   memory::install();
   const int threads = options_.threads_per_device() > 0 ? options_.threads_per_device()
                       : count > 1                       ? 1
                                                         : hardware_threads();
   std::vector<std::string> names;
+  stage_ptrs_.assign(layout_.num_stages(), nullptr);
   int64_t local_offset = 0;
-  for (int64_t s = first_stage; s < first_stage + count; ++s) {
-    const DeviceSpec device = one_device_for_local_stage ? all[0] : all[s];
+  for (int64_t d = first_device; d < first_device + count; ++d) {
+    const DeviceSpec device = one_device_given ? all[0] : all[d];
     devices_.push_back(device);
     workers_.push_back(std::make_unique<DeviceWorker>(device, threads));
-    const int64_t size = options_.balance()[s];
-    LayerList part(layers_.begin() + local_offset, layers_.begin() + local_offset + size);
-    local_offset += size;
-    stages_.push_back(std::make_unique<Stage>(s, K, std::move(part), offsets_[s], device));
-    names.push_back(c10::str("stage ", s, " (", device.str(), ")"));
+    names.push_back(c10::str("device ", d, " (", device.str(), ")"));
+    device_stages_.emplace_back();
+    for (int64_t s : layout_.stages_of(d)) {
+      const int64_t size = layout_.stage_balance[s];
+      LayerList part(layers_.begin() + local_offset, layers_.begin() + local_offset + size);
+      local_offset += size;
+      stages_.push_back(std::make_unique<Stage>(s, layout_.num_stages(), std::move(part),
+                                                layout_.stage_offset[s], device));
+      stage_ptrs_[s] = stages_.back().get();
+      device_stages_.back().push_back(stages_.back().get());
+    }
   }
+  std::sort(stages_.begin(), stages_.end(),
+            [](const auto& a, const auto& b) { return a->index() < b->index(); });
+  for (const auto& stage : stages_)
+    local_stage_ids_.push_back(stage->index());
   timeline_.set_stage_names(names);
   // Place every parameter and buffer on its stage's device: CUDA moves them; a virtual CPU device
   // takes over their accounting (or a copy made on its thread, if the meter never saw them).
@@ -138,18 +218,31 @@ Pipeline::~Pipeline() {
   workers_.clear();  // joins the threads
 }
 
+Stage& Pipeline::stage(int64_t s) {
+  GPIPE_CHECK(s >= 0 && s < num_stages() && stage_ptrs_[s] != nullptr, ConfigError, "stage ", s,
+              " is not run by this process (local stages: ", c10::Join(",", local_stage_ids_), ")");
+  return *stage_ptrs_[s];
+}
+
 void Pipeline::for_each_stage(const std::function<void(Stage&)>& fn) {
+  for_each_device([&](size_t i) {
+    for (Stage* stage : device_stages_[i])
+      fn(*stage);
+  });
+}
+
+void Pipeline::for_each_device(const std::function<void(size_t)>& fn) {
   std::mutex mutex;
   int64_t failed = -1;
   std::exception_ptr first;
   bool aborted = false;
   std::vector<std::future<void>> futures;
-  for (int64_t i = 0; i < num_local_stages(); ++i) {
+  for (size_t i = 0; i < workers_.size(); ++i) {
     futures.push_back(workers_[i]->submit([&, i] {
       try {
-        fn(*stages_[i]);
+        fn(i);
       } catch (const AbortedError&) {
-        // Another stage failed first; its error is the one to report.
+        // Another device failed first; its error is the one to report.
         std::lock_guard<std::mutex> lock(mutex);
         aborted = true;
       } catch (...) {
@@ -157,25 +250,25 @@ void Pipeline::for_each_stage(const std::function<void(Stage&)>& fn) {
         {
           std::lock_guard<std::mutex> lock(mutex);
           if (failed < 0) {
-            failed = i;
+            failed = static_cast<int64_t>(i);
             first = error;
           }
         }
-        transport_->abort(c10::str("stage ", stages_[i]->index(), " (", devices_[i].str(),
-                                   ") failed: ", describe_exception(error)));
+        transport_->abort(c10::str("device ", first_device_ + static_cast<int64_t>(i), " (",
+                                   devices_[i].str(), ") failed: ", describe_exception(error)));
       }
     }));
   }
   for (auto& f : futures)
     f.get();
   if (failed >= 0) {
-    const int64_t stage = stages_[failed]->index();
-    throw StageError(c10::str("stage ", stage, " (", devices_[failed].str(), ") failed in step ",
+    const int64_t device = first_device_ + failed;
+    throw StageError(c10::str("stage ", device, " (", devices_[failed].str(), ") failed in step ",
                               step_, ": ", describe_exception(first)),
-                     static_cast<int>(stage));
+                     static_cast<int>(device));
   }
   if (aborted) {
-    // Every local stage was stopped by a failure elsewhere: another process's stage.
+    // Every local device was stopped by a failure elsewhere: another process's.
     const std::string why = collectives_ != nullptr ? collectives_->abort_reason() : "";
     throw StageError(
         c10::str("step ", step_, " aborted: ", why.empty() ? "another stage failed" : why), -1);
@@ -187,13 +280,18 @@ void Pipeline::set_optimizer(const OptimizerFactory& factory) {
   optimizers_.clear();
   optimizers_.resize(stages_.size());
   for_each_stage([&](Stage& stage) {
-    optimizers_[stage.index() - first_local_stage_] = factory(stage.parameters());
+    const auto i = std::find(local_stage_ids_.begin(), local_stage_ids_.end(), stage.index()) -
+                   local_stage_ids_.begin();
+    optimizers_[i] = factory(stage.parameters());
   });
 }
 
 torch::optim::Optimizer& Pipeline::optimizer(int64_t stage) {
   GPIPE_CHECK(!optimizers_.empty(), ConfigError, "no optimizer: call set_optimizer first");
-  return *optimizers_.at(stage - first_local_stage_);
+  const auto it = std::find(local_stage_ids_.begin(), local_stage_ids_.end(), stage);
+  GPIPE_CHECK(it != local_stage_ids_.end(), ConfigError, "stage ", stage,
+              " is not run by this process");
+  return *optimizers_[it - local_stage_ids_.begin()];
 }
 
 void Pipeline::set_learning_rate(double lr) {
@@ -209,46 +307,9 @@ void Pipeline::set_grad_clip(double max_norm) {
   grad_clip_ = max_norm;
 }
 
-void Pipeline::zero_grad() {
-  // Zeroed in place rather than freed: gradient buffers are then allocated once, like optimizer
-  // state, and a step's activation peak measures activations only.
-  for_each_stage([](Stage& stage) {
-    for (auto& p : stage.parameters()) {
-      if (p.grad().defined()) p.mutable_grad().zero_();
-    }
-  });
-}
-
 void Pipeline::train(bool on) {
   for (auto& layer : layers_)
     layer->train(on);
-}
-
-double Pipeline::grad_norm() {
-  std::vector<double> squares(stages_.size(), 0.0);
-  for_each_stage([&](Stage& stage) {
-    double sum = 0;
-    for (const auto& p : stage.parameters()) {
-      if (p.grad().defined()) sum += p.grad().to(torch::kDouble).square().sum().item<double>();
-    }
-    squares[stage.index()] = sum;
-  });
-  double total = 0;
-  for (double s : squares)
-    total += s;
-  return std::sqrt(total);
-}
-
-double Pipeline::param_checksum() {
-  double total = 0;
-  for (const auto& stage : stages_) {
-    for (const auto& p : stage->parameters()) {
-      const auto d = p.detach().to(torch::kDouble);
-      total += d.sum().item<double>() + d.square().sum().item<double>();
-    }
-  }
-  if (collectives_ != nullptr) total = collectives_->sum_over_stages(total);
-  return total;
 }
 
 std::vector<torch::Tensor> Pipeline::parameters() const {
@@ -262,12 +323,14 @@ std::vector<torch::Tensor> Pipeline::parameters() const {
 
 std::vector<std::pair<std::string, torch::Tensor>> Pipeline::named_tensors(bool buffers) const {
   std::vector<std::pair<std::string, torch::Tensor>> out;
-  const int64_t first = offsets_[first_local_stage_];
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    const auto prefix = std::to_string(first + static_cast<int64_t>(i)) + ".";
-    const auto items = buffers ? layers_[i]->named_buffers() : layers_[i]->named_parameters();
-    for (const auto& item : items)
-      out.emplace_back(prefix + item.key(), item.value());
+  for (const auto& stage : stages_) {
+    const auto& layers = stage->layers();
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const auto prefix = std::to_string(stage->first_layer() + static_cast<int64_t>(i)) + ".";
+      const auto items = buffers ? layers[i]->named_buffers() : layers[i]->named_parameters();
+      for (const auto& item : items)
+        out.emplace_back(prefix + item.key(), item.value());
+    }
   }
   return out;
 }
@@ -289,154 +352,6 @@ void Pipeline::end_memory_window() {
     last_step_.peak_activation_bytes.push_back(
         std::max<int64_t>(0, stats.peak_bytes - window_start_bytes_[s]));
   }
-}
-
-void Pipeline::run_step(const Schedule& schedule, StepData& data,
-                        std::vector<Activations>* outputs) {
-  transport_->reset();
-  timeline_.clear();
-  const auto start = Timeline::Clock::now();
-  begin_memory_window();
-  try {
-    for_each_stage([&](Stage& stage) {
-      run_stage_actions(stage, schedule.actions[stage.index()], schedule.microbatches, data,
-                        *transport_, &timeline_, outputs);
-    });
-  } catch (...) {
-    for (auto& stage : stages_)
-      stage->clear();
-    end_memory_window();
-    throw;
-  }
-  end_memory_window();
-  last_step_.seconds = std::chrono::duration<double>(Timeline::Clock::now() - start).count();
-  auto events = timeline_.events();
-  for (auto& e : events)
-    e.stage -= first_local_stage_;  // over the stages this process runs
-  last_step_.bubble_fraction = bubble_fraction(events, num_local_stages());
-}
-
-double Pipeline::forward_backward(const Activations& input, const torch::Tensor& target) {
-  const int64_t n = batch_size(input);
-  GPIPE_CHECK(target.defined() && target.dim() > 0, InputError,
-              "the target must be a tensor with a batch dimension");
-  GPIPE_CHECK(target.size(0) == n, InputError, "input batch size ", n,
-              " differs from target batch size ", target.size(0),
-              "; every sample needs exactly one target");
-  const int64_t M = options_.chunks();
-  const auto sizes = microbatch_sizes(n, M);
-  // Weights are shares of the whole mini-batch over every replica, so that summing gradients
-  // over replicas gives the mini-batch mean.
-  const int64_t global_n = collectives_ != nullptr ? collectives_->global_batch(n) : n;
-
-  StepData data;
-  data.step = step_;
-  data.seed = options_.seed();
-  data.training = true;
-  data.checkpoint = options_.checkpoint();
-  data.loss = &loss_;
-  data.inputs = split_microbatches(input, M);
-  data.targets = split_microbatches(target, M);
-  for (int64_t size : sizes)
-    data.weights.push_back(static_cast<double>(size) / global_n);
-
-  zero_grad();
-  auto abort_observers = [&] {
-    for_each_stage([](Stage& stage) {
-      for (auto* observer : stage.step_observers())
-        observer->on_step_abort();
-    });
-  };
-  try {
-    run_step(train_schedule_, data, nullptr);
-  } catch (...) {
-    abort_observers();
-    zero_grad();
-    throw;
-  }
-  double loss = holds_last_stage() ? stages_.back()->loss_sum() : 0.0;
-  bool finite = std::isfinite(loss);
-  if (collectives_ != nullptr) std::tie(loss, finite) = collectives_->reduce_loss(loss, finite);
-  last_step_.loss = loss;
-  if (!finite || !std::isfinite(loss)) {
-    abort_observers();
-    zero_grad();
-    throw NonFiniteLossError(
-        c10::str("the loss of step ", step_, " is ", loss,
-                 "; the step was refused and the parameters are unchanged (lower the learning "
-                 "rate, or enable gradient clipping)"),
-        loss);
-  }
-  for_each_stage([](Stage& stage) {
-    for (auto* observer : stage.step_observers())
-      observer->on_step_end();
-  });
-  return loss;
-}
-
-double Pipeline::train_step(const torch::Tensor& input, const torch::Tensor& target) {
-  return train_step(Activations{input}, target);
-}
-
-double Pipeline::train_step(const Activations& input, const torch::Tensor& target) {
-  GPIPE_CHECK(!optimizers_.empty(), ConfigError,
-              "train_step needs an optimizer: call set_optimizer first");
-  const double loss = forward_backward(input, target);
-  if (collectives_ != nullptr) {
-    std::vector<torch::Tensor> grads;
-    for (const auto& stage : stages_) {
-      for (const auto& p : stage->parameters()) {
-        if (p.grad().defined()) grads.push_back(p.grad());
-      }
-    }
-    collectives_->reduce_gradients(grads);
-  }
-  if (grad_clip_ > 0) {
-    const double norm = grad_norm();
-    if (norm > grad_clip_) {
-      const double scale = grad_clip_ / (norm + 1e-6);
-      for_each_stage([&](Stage& stage) {
-        for (auto& p : stage.parameters()) {
-          if (p.grad().defined()) p.mutable_grad().mul_(scale);
-        }
-      });
-    }
-  }
-  for_each_stage([&](Stage& stage) { optimizers_[stage.index() - first_local_stage_]->step(); });
-  ++step_;
-  return loss;
-}
-
-torch::Tensor Pipeline::forward(const torch::Tensor& input) {
-  auto output = forward(Activations{input});
-  return output.empty() ? torch::Tensor() : output[0];
-}
-
-Activations Pipeline::forward(const Activations& input) {
-  const int64_t n = batch_size(input);
-  GPIPE_CHECK(n >= 1, InputError, "the batch is empty (0 samples)");
-  const int64_t M = std::min(options_.chunks(), n);
-  std::vector<bool> modes;
-  for (const auto& layer : layers_)
-    modes.push_back(layer->is_training());
-  train(false);
-  StepData data;
-  data.step = step_;
-  data.seed = options_.seed();
-  data.training = false;
-  data.inputs = split_microbatches(input, M);
-  std::vector<Activations> outputs(M);
-  if (!holds_last_stage()) outputs.clear();
-  try {
-    run_step(make_forward_schedule(num_stages(), M), data, holds_last_stage() ? &outputs : nullptr);
-  } catch (...) {
-    for (size_t i = 0; i < layers_.size(); ++i)
-      layers_[i]->train(modes[i]);
-    throw;
-  }
-  for (size_t i = 0; i < layers_.size(); ++i)
-    layers_[i]->train(modes[i]);
-  return merge_microbatches(outputs);
 }
 
 }  // namespace gpipe

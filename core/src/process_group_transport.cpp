@@ -14,7 +14,7 @@ constexpr int64_t kHeaderSize = 256;  // int64 words: count, then (defined, dtyp
 }  // namespace
 
 struct ProcessGroupTransport::Receiver {
-  std::deque<MessageKey> queue;
+  std::deque<std::pair<MessageKey, int64_t>> queue;  // key, sequence number
   std::thread thread;
   bool stop = false;
 };
@@ -39,15 +39,34 @@ ProcessGroupTransport::~ProcessGroupTransport() {
   }
 }
 
-int ProcessGroupTransport::tag(const MessageKey& key, int piece) {
-  const int64_t step = key.step & 0x3F;
-  const int64_t m = key.microbatch & 0x3FFF;
-  const int64_t dir = key.direction == Direction::kForward ? 0 : 1;
-  return static_cast<int>((((step * 16384 + m) * 2 + dir) * 32) + (piece & 31));
+int ProcessGroupTransport::tag(int64_t step, int64_t sequence, int piece) {
+  GPIPE_CHECK(sequence >= 0 && sequence < (1 << 14), ConfigError, "message ", sequence,
+              " of one step between two devices: at most 16384 fit the tag space");
+  GPIPE_CHECK(piece >= 0 && piece < (1 << 8), ConfigError, "a message of ", piece,
+              " pieces: at most 256 fit the tag space");
+  return static_cast<int>(((step & 0xFF) << 22) | (sequence << 8) | piece);
+}
+
+ProcessGroupTransport::Address ProcessGroupTransport::address(const MessageKey& key) {
+  return {key.from_stage, key.to_stage, key.step, key.microbatch, static_cast<int>(key.direction)};
 }
 
 void ProcessGroupTransport::send(int64_t from, int64_t to, const MessageKey& key,
                                  Activations tensors) {
+  int64_t sequence = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (from == to) {
+      mailbox_[address(key)] = std::move(tensors);
+      cv_.notify_all();
+      return;
+    }
+    auto it = send_sequence_.find(address(key));
+    GPIPE_CHECK(it != send_sequence_.end(), ConfigError, "stage ", key.from_stage,
+                " sends micro-batch ", key.microbatch, " to stage ", key.to_stage,
+                ", which this step's schedule does not list");
+    sequence = it->second;
+  }
   auto header = torch::zeros({kHeaderSize}, torch::kLong);
   auto* h = header.data_ptr<int64_t>();
   int64_t at = 0;
@@ -70,8 +89,8 @@ void ProcessGroupTransport::send(int64_t from, int64_t to, const MessageKey& key
   for (size_t i = 0; i < pieces.size(); ++i) {
     std::vector<at::Tensor> one{pieces[i]};
     try {
-      auto work =
-          context_.pipeline_group().send(one, static_cast<int>(to), tag(key, static_cast<int>(i)));
+      auto work = context_.pipeline_group().send(one, static_cast<int>(to),
+                                                 tag(key.step, sequence, static_cast<int>(i)));
       std::lock_guard<std::mutex> lock(mutex_);
       sends_.emplace_back(std::move(work), std::move(one));
     } catch (const std::exception& e) {
@@ -87,12 +106,13 @@ void ProcessGroupTransport::send(int64_t from, int64_t to, const MessageKey& key
                sends_.end());
 }
 
-Activations ProcessGroupTransport::receive_message(int64_t peer, const MessageKey& key) {
+Activations ProcessGroupTransport::receive_message(int64_t peer, const MessageKey& key,
+                                                   int64_t sequence) {
   auto& group = context_.pipeline_group();
   const int global = context_.global_rank(peer);
   auto wait = [&](std::vector<at::Tensor>& tensors, int piece) {
     try {
-      auto work = group.recv(tensors, static_cast<int>(peer), tag(key, piece));
+      auto work = group.recv(tensors, static_cast<int>(peer), tag(key.step, sequence, piece));
       work->wait(context_.timeout());
     } catch (const DistributedError&) {
       throw;
@@ -129,55 +149,63 @@ Activations ProcessGroupTransport::receive_message(int64_t peer, const MessageKe
   return out;
 }
 
-void ProcessGroupTransport::begin_stage(int64_t stage, int64_t stages,
-                                        const std::vector<Action>& actions, int64_t step,
-                                        bool training) {
+void ProcessGroupTransport::begin_step(int64_t device, const Schedule& schedule, int64_t step) {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (const auto& a : actions) {
-    int64_t peer = -1;
-    MessageKey key{step, a.microbatch, Direction::kForward};
-    if (a.kind == ActionKind::kForward && stage > 0) {
-      peer = stage - 1;
-    } else if (a.kind == ActionKind::kBackward && training && stage < stages - 1) {
-      peer = stage + 1;
-      key.direction = Direction::kBackward;
-    }
-    if (peer < 0) continue;
-    auto& receiver = receivers_[peer];
-    if (!receiver) {
-      receiver = std::make_unique<Receiver>();
-      Receiver* r = receiver.get();
-      receiver->thread = std::thread([this, r, peer] {
-        while (true) {
-          MessageKey next;
-          {
-            std::unique_lock<std::mutex> guard(mutex_);
-            cv_.wait(guard, [&] { return r->stop || !r->queue.empty(); });
-            if (r->stop) return;
-            next = r->queue.front();
-            r->queue.pop_front();
-          }
-          try {
-            auto message = receive_message(peer, next);
-            std::lock_guard<std::mutex> guard(mutex_);
-            mailbox_[{peer, next.step, next.microbatch, static_cast<int>(next.direction)}] =
-                std::move(message);
-          } catch (const std::exception& e) {
-            std::lock_guard<std::mutex> guard(mutex_);
-            if (error_.empty()) error_ = e.what();
-          }
-          cv_.notify_all();
+  send_sequence_.clear();
+  for (int64_t peer = 0; peer < schedule.devices; ++peer) {
+    // Messages between `device` and `peer`, numbered in the sender's list order.
+    for (const bool outgoing : {true, false}) {
+      const int64_t sender = outgoing ? device : peer;
+      const int64_t receiver_device = outgoing ? peer : device;
+      if (peer == device) continue;
+      int64_t sequence = 0;
+      for (const auto& a : schedule.actions[sender]) {
+        const bool forward = a.kind == ActionKind::kSendForward;
+        if (!forward && a.kind != ActionKind::kSendBackward) continue;
+        if (schedule.device_of(a.peer) != receiver_device) continue;
+        const MessageKey key{step, a.stage, a.peer, a.microbatch,
+                             forward ? Direction::kForward : Direction::kBackward};
+        if (outgoing) {
+          send_sequence_[address(key)] = sequence++;
+          continue;
         }
-      });
+        auto& receiver = receivers_[peer];
+        if (!receiver) start_receiver(peer, receiver);
+        receiver->queue.emplace_back(key, sequence++);
+      }
     }
-    receiver->queue.push_back(key);
   }
   cv_.notify_all();
 }
 
-Activations ProcessGroupTransport::recv(int64_t from, int64_t to, const MessageKey& key) {
-  const auto where =
-      std::make_tuple(from, key.step, key.microbatch, static_cast<int>(key.direction));
+void ProcessGroupTransport::start_receiver(int64_t peer, std::unique_ptr<Receiver>& receiver) {
+  receiver = std::make_unique<Receiver>();
+  Receiver* r = receiver.get();
+  receiver->thread = std::thread([this, r, peer] {
+    while (true) {
+      std::pair<MessageKey, int64_t> next;
+      {
+        std::unique_lock<std::mutex> guard(mutex_);
+        cv_.wait(guard, [&] { return r->stop || !r->queue.empty(); });
+        if (r->stop) return;
+        next = r->queue.front();
+        r->queue.pop_front();
+      }
+      try {
+        auto message = receive_message(peer, next.first, next.second);
+        std::lock_guard<std::mutex> guard(mutex_);
+        mailbox_[address(next.first)] = std::move(message);
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> guard(mutex_);
+        if (error_.empty()) error_ = e.what();
+      }
+      cv_.notify_all();
+    }
+  });
+}
+
+Activations ProcessGroupTransport::recv(int64_t from, int64_t /*to*/, const MessageKey& key) {
+  const auto where = address(key);
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
     if (auto it = mailbox_.find(where); it != mailbox_.end()) {
@@ -194,7 +222,7 @@ Activations ProcessGroupTransport::recv(int64_t from, int64_t to, const MessageK
   }
 }
 
-void ProcessGroupTransport::end_stage(int64_t stage) {
+void ProcessGroupTransport::end_step(int64_t device) {
   std::vector<std::pair<c10::intrusive_ptr<c10d::Work>, std::vector<torch::Tensor>>> pending;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -204,9 +232,10 @@ void ProcessGroupTransport::end_stage(int64_t stage) {
     try {
       work->wait(context_.timeout());
     } catch (const std::exception& e) {
-      context_.fail(c10::str("stage ", stage,
-                             " could not finish its sends: ", std::string(e.what()).substr(0, 300)),
-                    -1);
+      context_.fail(
+          c10::str("device ", device, " (", context_.describe(context_.rank()),
+                   ") could not finish its sends: ", std::string(e.what()).substr(0, 300)),
+          -1);
     }
   }
 }

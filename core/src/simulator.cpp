@@ -1,9 +1,12 @@
 #include "gpipe/simulator.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <map>
 
 #include "gpipe/errors.h"
+#include "gpipe/lowering.h"
 #include "gpipe/partition.h"
 
 namespace gpipe {
@@ -13,8 +16,8 @@ void check_costs(const std::vector<double>& costs, int64_t stages, const char* w
                  bool allow_empty) {
   if (allow_empty && costs.empty()) return;
   GPIPE_CHECK(static_cast<int64_t>(costs.size()) == stages, ConfigError, what, " costs list ",
-              costs.size(), " values but the schedule has K=", stages,
-              " stages; give one value per stage");
+              costs.size(), " values but the schedule has ", stages,
+              " (virtual) stages; give one value per stage");
   for (size_t s = 0; s < costs.size(); ++s) {
     GPIPE_CHECK(std::isfinite(costs[s]) && costs[s] >= 0, ConfigError, what, " cost of stage ", s,
                 " is ", costs[s], "; costs must be finite and >= 0");
@@ -48,96 +51,95 @@ LinkModel link_preset(const std::string& name) {
   return link;
 }
 
-SimulationResult simulate(const Schedule& schedule, const SimulationCosts& costs,
+SimulationResult simulate(const Schedule& input, const SimulationCosts& costs,
                           Checkpoint checkpoint) {
-  validate_schedule(schedule);
-  const int64_t K = schedule.stages;
+  const Schedule schedule = input.lowered ? input : lower(input, checkpoint);
+  if (input.lowered) validate_schedule(schedule);
+  const int64_t K = schedule.devices;
+  const int64_t S = schedule.num_stages();
   const int64_t M = schedule.microbatches;
-  check_costs(costs.forward, K, "forward", false);
-  check_costs(costs.backward, K, "backward", false);
-  check_costs(costs.recompute, K, "recompute", true);
+  check_costs(costs.forward, S, "forward", false);
+  check_costs(costs.backward, S, "backward", false);
+  check_costs(costs.recompute, S, "recompute", true);
+  check_costs(costs.weight, S, "weight", true);
+  GPIPE_CHECK(costs.weight_fraction >= 0 && costs.weight_fraction <= 1, ConfigError,
+              "the weight fraction (W's share of the backward) must be in [0, 1], got ",
+              costs.weight_fraction);
   GPIPE_CHECK(costs.link.latency_s >= 0 && costs.link.bandwidth_bytes_s >= 0, ConfigError,
               "link latency and bandwidth must be >= 0, got ", costs.link.latency_s, " and ",
               costs.link.bandwidth_bytes_s);
   GPIPE_CHECK(costs.link.boundary_bytes.empty() ||
-                  static_cast<int64_t>(costs.link.boundary_bytes.size()) == K - 1,
-              ConfigError, "boundary bytes list ", costs.link.boundary_bytes.size(),
-              " values but K=", K, " stages have ", K - 1, " boundaries");
+                  static_cast<int64_t>(costs.link.boundary_bytes.size()) == S - 1,
+              ConfigError, "boundary bytes list ", costs.link.boundary_bytes.size(), " values but ",
+              S, " stages have ", S - 1, " boundaries");
   const auto& recompute = costs.recompute.empty() ? costs.forward : costs.recompute;
+  const bool split = schedule.splits_backward();
+  std::vector<double> weight(S), input_grad(S);
+  for (int64_t s = 0; s < S; ++s) {
+    weight[s] = costs.weight.empty() ? costs.weight_fraction * costs.backward[s] : costs.weight[s];
+    GPIPE_CHECK(weight[s] <= costs.backward[s], ConfigError, "stage ", s, "'s W costs ", weight[s],
+                ", more than its whole backward ", costs.backward[s]);
+    input_grad[s] = split ? costs.backward[s] - weight[s] : costs.backward[s];
+  }
 
   const double unset = -1;
-  // Arrival time of micro-batch m's activations at stage s / of its gradient at stage s.
-  std::vector<std::vector<double>> act_ready(K, std::vector<double>(M, unset));
-  std::vector<std::vector<double>> grad_ready(K, std::vector<double>(M, unset));
-  for (int64_t m = 0; m < M; ++m)
-    act_ready[0][m] = 0;
-  // Per boundary: when the forward / backward direction of the link is next free.
-  std::vector<double> link_forward_free(std::max<int64_t>(K - 1, 0), 0);
-  std::vector<double> link_backward_free(std::max<int64_t>(K - 1, 0), 0);
+  // Arrival time of each message: [direction][sending stage][micro-batch].
+  std::vector<std::vector<std::vector<double>>> arrival(
+      2, std::vector<std::vector<double>>(S, std::vector<double>(M, unset)));
+  std::map<std::pair<int64_t, int64_t>, double> link_free;  // (from device, to device)
 
   SimulationResult result;
   result.busy_per_stage.assign(K, 0);
   std::vector<size_t> next(K, 0);
-  std::vector<double> stage_free(K, 0);
-  auto record = [&](int64_t s, const std::string& name, int64_t m, double start, double d) {
+  std::vector<double> clock(K, 0);
+  auto run = [&](int64_t d, const Action& a, const char* name, double duration) {
     TimelineEvent e;
-    e.stage = s;
-    e.name = name;
-    e.microbatch = m;
-    e.start_us = start;
-    e.duration_us = d;
+    e.stage = d;
+    e.name = name + std::to_string(a.microbatch);
+    e.microbatch = a.microbatch;
+    e.start_us = clock[d];
+    e.duration_us = duration;
+    e.virtual_stage = a.stage;
     result.events.push_back(e);
-    result.busy_per_stage[s] += d;
+    result.busy_per_stage[d] += duration;
+    clock[d] += duration;
   };
-  auto checkpointed = [&](int64_t m) {
-    return checkpoint == Checkpoint::kAlways ||
-           (checkpoint == Checkpoint::kExceptLast && m != M - 1);
-  };
-  // Repeatedly run every stage's next action whose input has arrived. validate_schedule
-  // guaranteed that this terminates with every action run.
-  bool progress = true;
-  while (progress) {
+  // validate_schedule proved that this loop runs every action.
+  for (bool progress = true; progress;) {
     progress = false;
-    for (int64_t s = 0; s < K; ++s) {
-      while (next[s] < schedule.actions[s].size()) {
-        const auto& a = schedule.actions[s][next[s]];
-        const int64_t m = a.microbatch;
-        if (a.kind == ActionKind::kForward) {
-          if (act_ready[s][m] == unset) break;
-          const double start = std::max(stage_free[s], act_ready[s][m]);
-          record(s, "F" + std::to_string(m), m, start, costs.forward[s]);
-          stage_free[s] = start + costs.forward[s];
-          if (s + 1 < K) {
-            const double send = std::max(stage_free[s], link_forward_free[s]);
-            const double t = costs.link.transfer_s(s);
-            link_forward_free[s] = send + t;
-            act_ready[s + 1][m] = send + t;
-          } else {
-            grad_ready[s][m] = stage_free[s];  // the loss is part of the last forward
+    for (int64_t d = 0; d < K; ++d) {
+      for (; next[d] < schedule.actions[d].size(); ++next[d], progress = true) {
+        const auto& a = schedule.actions[d][next[d]];
+        const int64_t s = a.stage, m = a.microbatch;
+        const bool backward_message =
+            a.kind == ActionKind::kSendBackward || a.kind == ActionKind::kRecvBackward;
+        if (a.kind == ActionKind::kRecvForward || a.kind == ActionKind::kRecvBackward) {
+          const double at = arrival[backward_message][a.peer][m];
+          if (at == unset) break;
+          clock[d] = std::max(clock[d], at);
+        } else if (a.kind == ActionKind::kSendForward || a.kind == ActionKind::kSendBackward) {
+          const int64_t to = schedule.device_of(a.peer);
+          double at = clock[d];
+          if (to != d) {
+            auto& free = link_free[{d, to}];
+            const double start = std::max(clock[d], free);
+            at = start + costs.link.transfer_s(std::min(s, a.peer));
+            free = at;
           }
+          arrival[backward_message][s][m] = at;
+        } else if (a.kind == ActionKind::kForward) {
+          run(d, a, "F", costs.forward[s]);
+        } else if (a.kind == ActionKind::kRecompute) {
+          run(d, a, "R", recompute[s]);
+        } else if (a.kind == ActionKind::kBackward) {
+          run(d, a, "B", input_grad[s]);
         } else {
-          if (grad_ready[s][m] == unset) break;
-          double start = stage_free[s];
-          if (checkpointed(m)) {
-            record(s, "R" + std::to_string(m), m, start, recompute[s]);
-            start += recompute[s];
-          }
-          start = std::max(start, grad_ready[s][m]);
-          record(s, "B" + std::to_string(m), m, start, costs.backward[s]);
-          stage_free[s] = start + costs.backward[s];
-          if (s > 0) {
-            const double send = std::max(stage_free[s], link_backward_free[s - 1]);
-            const double t = costs.link.transfer_s(s - 1);
-            link_backward_free[s - 1] = send + t;
-            grad_ready[s - 1][m] = send + t;
-          }
+          run(d, a, "W", weight[s]);
         }
-        ++next[s];
-        progress = true;
       }
     }
   }
-  result.step_time = *std::max_element(stage_free.begin(), stage_free.end());
+  result.step_time = *std::max_element(clock.begin(), clock.end());
   double busy = 0;
   for (double b : result.busy_per_stage)
     busy += b;
@@ -145,6 +147,39 @@ SimulationResult simulate(const Schedule& schedule, const SimulationCosts& costs
       result.step_time > 0 ? 1.0 - busy / static_cast<double>(K) / result.step_time : 0.0;
   result.peak_inflight_per_stage = peak_inflight(schedule);
   return result;
+}
+
+std::vector<std::string> draw_schedule(const Schedule& schedule, Checkpoint checkpoint) {
+  const int64_t S = schedule.num_stages();
+  SimulationCosts unit;
+  unit.forward.assign(S, 1.0);
+  unit.backward.assign(S, 2.0);
+  const auto result = simulate(schedule, unit, checkpoint);
+  const auto cells = static_cast<size_t>(std::lround(result.step_time));
+  std::vector<std::vector<std::string>> grid(schedule.devices,
+                                             std::vector<std::string>(cells, "."));
+  for (const auto& e : result.events) {
+    // A device's first virtual stage in upper case, its second in lower case.
+    int64_t chunk = 0;
+    for (int64_t s = 0; s < e.virtual_stage; ++s)
+      chunk += schedule.device_of(s) == e.stage ? 1 : 0;
+    std::string label = e.name;
+    if (chunk % 2 == 1) label[0] = static_cast<char>(std::tolower(label[0]));
+    const auto first = static_cast<size_t>(std::lround(e.start_us));
+    const auto count = static_cast<size_t>(std::lround(e.duration_us));
+    for (size_t c = first; c < first + count && c < cells; ++c)
+      grid[e.stage][c] = label;
+  }
+  std::vector<std::string> rows;
+  for (int64_t d = 0; d < schedule.devices; ++d) {
+    std::string row = "s" + std::to_string(d) + " ";
+    for (const auto& cell : grid[d])
+      row += " " + cell + std::string(cell.size() < 2 ? 2 - cell.size() : 0, ' ');
+    while (!row.empty() && row.back() == ' ')
+      row.pop_back();
+    rows.push_back(row);
+  }
+  return rows;
 }
 
 std::vector<double> sum_by_stage(const std::vector<double>& layer_costs,

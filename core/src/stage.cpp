@@ -54,13 +54,14 @@ std::vector<torch::Tensor> Stage::parameters() const {
 void Stage::begin_step(int64_t step, int64_t microbatches, uint64_t seed) {
   step_ = step;
   seed_ = seed;
-  pending_.assign(microbatches, Pending{});
-  loss_sum_ = 0;
+  pending_.clear();
+  pending_.resize(microbatches);
+  loss_sum_ = torch::Tensor();
 }
 
 void Stage::clear() {
   pending_.clear();
-  loss_sum_ = 0;
+  loss_sum_ = torch::Tensor();
 }
 
 Stage::Pending& Stage::pending(int64_t m) {
@@ -69,7 +70,7 @@ Stage::Pending& Stage::pending(int64_t m) {
   return pending_[m];
 }
 
-Activations Stage::run_layers(int64_t m, Activations x, bool recompute) {
+Activations Stage::run_layers(int64_t m, Activations x, bool recompute, int64_t weight_grad_token) {
   for (size_t i = 0; i < layers_.size(); ++i) {
     LayerContext context;
     context.seed = seed_;
@@ -77,6 +78,7 @@ Activations Stage::run_layers(int64_t m, Activations x, bool recompute) {
     context.microbatch = m;
     context.layer = first_layer_ + static_cast<int64_t>(i);
     context.recompute = recompute;
+    context.weight_grad_token = weight_grad_token;
     LayerContextGuard guard(&context);
     x = layers_[i]->forward(x);
   }
@@ -84,7 +86,7 @@ Activations Stage::run_layers(int64_t m, Activations x, bool recompute) {
 }
 
 void Stage::run_forward(Pending& p, int64_t m, bool recompute) {
-  p.output = run_layers(m, p.input, recompute);
+  p.output = run_layers(m, p.input, recompute, p.weight_grads->token());
   if (is_last() && p.loss_fn != nullptr) {
     auto loss = (*p.loss_fn)(p.output, p.target);
     GPIPE_CHECK(loss.numel() == 1, ConfigError,
@@ -98,6 +100,7 @@ Activations Stage::forward(int64_t m, const Activations& input, bool checkpoint,
   auto& p = pending(m);
   GPIPE_CHECK(!p.active, ConfigError, "stage ", index_, " ran F", m, " twice in step ", step_);
   p.active = true;
+  p.weight_grads = std::make_unique<WeightGradQueue>();
   // Stage 0's inputs are data: nothing upstream needs their gradient.
   p.input = detach_for_stage(input, torch_device_, /*requires_grad=*/!is_first());
   p.checkpointed = checkpoint;
@@ -110,7 +113,10 @@ Activations Stage::forward(int64_t m, const Activations& input, bool checkpoint,
   } else {
     run_forward(p, m, /*recompute=*/false);
   }
-  if (p.loss.defined()) loss_sum_ += p.loss.item<double>();
+  if (p.loss.defined()) {
+    const auto loss = p.loss.detach();
+    loss_sum_ = loss_sum_.defined() ? loss_sum_ + loss : loss.clone();
+  }
   Activations out;
   for (const auto& t : p.output)
     out.push_back(t.defined() ? t.detach() : t);
@@ -135,9 +141,10 @@ void Stage::recompute(int64_t m) {
   p.checkpointed = false;
 }
 
-Activations Stage::backward(int64_t m, const Activations& grad_output) {
+Activations Stage::backward(int64_t m, const Activations& grad_output, bool defer_weights) {
   auto& p = pending(m);
-  GPIPE_CHECK(p.active, ConfigError, "stage ", index_, " ran B", m, " before F", m);
+  GPIPE_CHECK(p.active && p.input.size() + p.output.size() > 0, ConfigError, "stage ", index_,
+              " ran B", m, " before F", m, " or twice");
   if (p.checkpointed) recompute(m);
   std::vector<torch::Tensor> roots, grads;
   if (is_last() && p.loss.defined()) {
@@ -155,13 +162,31 @@ Activations Stage::backward(int64_t m, const Activations& grad_output) {
                           : grad_output[i].to(torch_device_, /*non_blocking=*/true));
     }
   }
+  p.weight_grads->set_deferring(defer_weights);
   if (!roots.empty()) torch::autograd::backward(roots, grads);
+  p.weight_grads->set_deferring(false);
   Activations grad_input;
   for (const auto& in : p.input) {
     grad_input.push_back(in.defined() && in.requires_grad() ? in.grad() : torch::Tensor());
   }
-  p = Pending{};
+  if (defer_weights) {
+    // Only the queue (and what it holds for W) outlives B.
+    auto queue = std::move(p.weight_grads);
+    p = Pending{};
+    p.active = true;
+    p.weight_grads = std::move(queue);
+  } else {
+    p = Pending{};
+  }
   return grad_input;
+}
+
+void Stage::backward_weight(int64_t m) {
+  auto& p = pending(m);
+  GPIPE_CHECK(p.active && p.weight_grads != nullptr && p.input.empty() && p.output.empty(),
+              ConfigError, "stage ", index_, " ran W", m, " before a split B", m);
+  p.weight_grads->run();
+  p = Pending{};
 }
 
 Activations Stage::infer(int64_t m, const Activations& input) {

@@ -12,14 +12,17 @@ namespace gpipe {
 Timeline::Timeline() : origin_(Clock::now()) {}
 
 void Timeline::record(int64_t stage, std::string name, int64_t step, int64_t microbatch,
-                      Clock::time_point start, Clock::time_point end) {
+                      Clock::time_point start, Clock::time_point end, int64_t virtual_stage,
+                      bool communication) {
   using us = std::chrono::duration<double, std::micro>;
   TimelineEvent event{stage,
                       std::move(name),
                       step,
                       microbatch,
                       us(start - origin_).count(),
-                      us(end - start).count()};
+                      us(end - start).count(),
+                      virtual_stage,
+                      communication};
   std::lock_guard<std::mutex> lock(mutex_);
   events_.push_back(std::move(event));
 }
@@ -63,13 +66,16 @@ nlohmann::json Timeline::chrome_trace() const {
                      {"args", {{"name", names[s]}}}});
   }
   for (const auto& e : all) {
+    nlohmann::json args = {{"step", e.step}, {"microbatch", e.microbatch}};
+    if (e.virtual_stage >= 0) args["virtual_stage"] = e.virtual_stage;
     trace.push_back({{"name", e.name},
+                     {"cat", e.communication ? "communication" : "compute"},
                      {"ph", "X"},
                      {"ts", e.start_us},
                      {"dur", e.duration_us},
                      {"pid", 0},
                      {"tid", e.stage},
-                     {"args", {{"step", e.step}, {"microbatch", e.microbatch}}}});
+                     {"args", args}});
   }
   return {{"traceEvents", trace}, {"displayTimeUnit", "ms"}};
 }
@@ -81,7 +87,7 @@ void Timeline::write_chrome_trace(const std::string& path) const {
 std::vector<double> busy_us(const std::vector<TimelineEvent>& events, int64_t stages) {
   std::vector<double> busy(stages, 0.0);
   for (const auto& e : events) {
-    if (e.stage >= 0 && e.stage < stages) busy[e.stage] += e.duration_us;
+    if (e.stage >= 0 && e.stage < stages && !e.communication) busy[e.stage] += e.duration_us;
   }
   return busy;
 }

@@ -4,20 +4,21 @@
 
 namespace gpipe {
 
-LocalTransport::Address LocalTransport::address(int64_t from, int64_t to, const MessageKey& key) {
-  return {to, from, key.step, key.microbatch, static_cast<int>(key.direction)};
+LocalTransport::Address LocalTransport::address(const MessageKey& key) {
+  return {key.from_stage, key.to_stage, key.step, key.microbatch, static_cast<int>(key.direction)};
 }
 
-void LocalTransport::send(int64_t from, int64_t to, const MessageKey& key, Activations tensors) {
+void LocalTransport::send(int64_t /*from*/, int64_t /*to*/, const MessageKey& key,
+                          Activations tensors) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    mailbox_[address(from, to, key)] = std::move(tensors);
+    mailbox_[address(key)] = std::move(tensors);
   }
   cv_.notify_all();
 }
 
-Activations LocalTransport::recv(int64_t from, int64_t to, const MessageKey& key) {
-  const auto where = address(from, to, key);
+Activations LocalTransport::recv(int64_t /*from*/, int64_t /*to*/, const MessageKey& key) {
+  const auto where = address(key);
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait(lock, [&] { return aborted_ || mailbox_.count(where) > 0; });
   if (aborted_) throw AbortedError(abort_reason_);

@@ -246,12 +246,16 @@ TEST(Pipeline, TimelineRecordsEveryActionOfTheStep) {
   Pipeline pipe(layers, PipelineOptions({2, 2}).chunks(3).checkpoint(Checkpoint::kExceptLast));
   pipe.forward_backward({torch::randn({6, 4})}, torch::randint(0, 2, {6}));
   const auto events = pipe.timeline().events();
-  // 2 stages x (3 F + 3 B) + 2 stages x 2 recomputes (every micro-batch but the last).
-  EXPECT_EQ(events.size(), 16u);
-  int recomputes = 0;
-  for (const auto& e : events)
-    recomputes += e.name[0] == 'R';
+  // 2 stages x (3 F + 3 B) + 2 stages x 2 recomputes (every micro-batch but the last), and
+  // 3 activations and 3 gradients each sent once and received once.
+  int recomputes = 0, messages = 0;
+  for (const auto& e : events) {
+    recomputes += e.name[0] == 'R' && std::isdigit(static_cast<unsigned char>(e.name[1]));
+    messages += e.communication;
+  }
   EXPECT_EQ(recomputes, 4);
+  EXPECT_EQ(messages, 12);
+  EXPECT_EQ(events.size(), 16u + 12u);
   EXPECT_GE(pipe.last_step().bubble_fraction, 0.0);
   EXPECT_LT(pipe.last_step().bubble_fraction, 1.0);
 }

@@ -1,5 +1,8 @@
-// Schedules as data: their shape, validity, and the in-flight bound of 1F1B.
+// Schedules as data: the drawings in schedule.h, validity of every generated schedule, the
+// lowering's messages and recomputes, the deadlock check, and the in-flight bounds.
 #include <gtest/gtest.h>
+
+#include <fstream>
 
 #include "test_util.h"
 
@@ -13,70 +16,142 @@ std::string render(const std::vector<Action>& actions) {
   return out;
 }
 
+// The drawings of schedule.h, in the order they appear: blocks of "//   sN ..." lines.
+std::vector<std::vector<std::string>> header_drawings() {
+  std::ifstream in(std::string(GPIPE_SOURCE_DIR) + "/core/include/gpipe/schedule.h");
+  EXPECT_TRUE(in.good()) << "cannot read schedule.h";
+  std::vector<std::vector<std::string>> blocks;
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    const bool row = line.rfind("//   s", 0) == 0;
+    if (row && !inside) blocks.emplace_back();
+    if (row) blocks.back().push_back(line.substr(5));
+    inside = row;
+  }
+  return blocks;
+}
+
+TEST(Schedule, HeaderDrawingsAreWhatTheGeneratorsDo) {
+  const auto drawings = header_drawings();
+  const std::vector<Schedule> drawn = {
+      make_schedule(ScheduleKind::kGPipe, 3, 4),
+      make_schedule(ScheduleKind::k1F1B, 3, 4),
+      make_schedule(ScheduleKind::kInterleaved1F1B, 2, 4, 2),
+      make_schedule(ScheduleKind::kZBH1, 3, 4),
+      make_schedule(ScheduleKind::kZBV, 2, 2, 2),
+  };
+  ASSERT_EQ(drawings.size(), drawn.size());
+  for (size_t i = 0; i < drawn.size(); ++i) {
+    EXPECT_EQ(draw_schedule(drawn[i]), drawings[i]) << "drawing of " << to_string(drawn[i].kind);
+  }
+}
+
 TEST(Schedule, GPipeIsAllForwardsThenAllBackwardsLastFirst) {
   const auto s = make_schedule(ScheduleKind::kGPipe, 3, 4);
-  for (const auto& stage : s.actions)
-    EXPECT_EQ(render(stage), "F0 F1 F2 F3 B3 B2 B1 B0 ");
+  for (const auto& device : s.actions)
+    EXPECT_EQ(render(device), "F0 F1 F2 F3 B3 B2 B1 B0 ");
 }
 
-TEST(Schedule, OneFOneBMatchesTheDrawing) {
-  const auto s = make_schedule(ScheduleKind::k1F1B, 3, 4);
-  EXPECT_EQ(render(s.actions[0]), "F0 F1 F2 B0 F3 B1 B2 B3 ");
-  EXPECT_EQ(render(s.actions[1]), "F0 F1 B0 F2 B1 F3 B2 B3 ");
-  EXPECT_EQ(render(s.actions[2]), "F0 B0 F1 B1 F2 B2 F3 B3 ");
+TEST(Schedule, ZBH1DefersEachStagesWeightsByItsIndex) {
+  const auto s = make_schedule(ScheduleKind::kZBH1, 3, 4);
+  EXPECT_EQ(render(s.actions[0]), "F0 F1 F2 B0 W0 F3 B1 W1 B2 W2 B3 W3 ");
+  EXPECT_EQ(render(s.actions[2]), "F0 B0 F1 B1 F2 B2 W0 F3 B3 W1 W2 W3 ");
 }
 
-TEST(Schedule, InflightBound) {
+TEST(Schedule, InflightBounds) {
   EXPECT_EQ(peak_inflight(make_schedule(ScheduleKind::kGPipe, 4, 8)),
-            (std::vector<int64_t>{8, 8, 8, 8}));
+            (std::vector<double>{8, 8, 8, 8}));
   EXPECT_EQ(peak_inflight(make_schedule(ScheduleKind::k1F1B, 4, 8)),
-            (std::vector<int64_t>{4, 3, 2, 1}));
+            (std::vector<double>{4, 3, 2, 1}));
   EXPECT_EQ(peak_inflight(make_schedule(ScheduleKind::k1F1B, 4, 2)),
-            (std::vector<int64_t>{2, 2, 2, 1}));
+            (std::vector<double>{2, 2, 2, 1}));
+  // Zero bubble keeps 1F1B's peak over the devices.
+  for (auto kind : {ScheduleKind::kZBH1, ScheduleKind::kZBV}) {
+    for (int64_t M : {4, 8, 16}) {
+      const auto peaks = peak_inflight(make_schedule(kind, 4, M, default_virtual_stages(kind)));
+      EXPECT_LE(*std::max_element(peaks.begin(), peaks.end()), 4.0 + 1e-9)
+          << to_string(kind) << " M=" << M;
+    }
+  }
 }
 
-TEST(Schedule, EveryGeneratedScheduleIsValid) {
-  for (auto kind : {ScheduleKind::kGPipe, ScheduleKind::k1F1B}) {
-    for (int64_t K = 1; K <= 6; ++K) {
-      for (int64_t M = 1; M <= 9; ++M) {
-        EXPECT_NO_THROW(validate_schedule(make_schedule(kind, K, M))) << K << " " << M;
+TEST(Schedule, EveryGeneratedScheduleLowersAndValidates) {
+  for (auto kind : {ScheduleKind::kGPipe, ScheduleKind::k1F1B, ScheduleKind::kInterleaved1F1B,
+                    ScheduleKind::kZBH1, ScheduleKind::kZBV}) {
+    for (int64_t v : {1, 2, 3}) {
+      if (kind == ScheduleKind::kZBV ? v != 2 : kind != ScheduleKind::kInterleaved1F1B && v != 1) {
+        continue;
+      }
+      for (int64_t K = kind == ScheduleKind::kZBV ? 2 : 1; K <= 6; ++K) {
+        for (int64_t M = 1; M <= 13; ++M) {
+          if (kind == ScheduleKind::kInterleaved1F1B && M % K != 0) continue;
+          for (auto mode : {Checkpoint::kAlways, Checkpoint::kExceptLast, Checkpoint::kNever}) {
+            EXPECT_NO_THROW(lower(make_schedule(kind, K, M, v), mode))
+                << to_string(kind) << " K=" << K << " M=" << M << " v=" << v;
+          }
+          EXPECT_NO_THROW(lower(make_forward_schedule(kind, K, M, v), Checkpoint::kNever));
+        }
       }
     }
   }
-  EXPECT_NO_THROW(validate_schedule(make_forward_schedule(3, 5), /*forward_only=*/true));
 }
 
-TEST(Schedule, ValidationCatchesBrokenLists) {
-  auto s = make_schedule(ScheduleKind::kGPipe, 2, 2);
-  s.actions[1].pop_back();
-  EXPECT_THROW(validate_schedule(s), ConfigError);  // B0 missing
+TEST(Schedule, BadCombinationsNameTheValues) {
+  EXPECT_CONFIG_ERROR(make_schedule(ScheduleKind::kZBV, 1, 4, 2), "K=1");
+  EXPECT_CONFIG_ERROR(make_schedule(ScheduleKind::kZBV, 4, 8, 3), "v=3");
+  EXPECT_CONFIG_ERROR(make_schedule(ScheduleKind::kInterleaved1F1B, 4, 6, 2), "M=6");
+  EXPECT_CONFIG_ERROR(make_schedule(ScheduleKind::kGPipe, 2, 4, 2), "v=2");
+  EXPECT_CONFIG_ERROR(make_schedule(ScheduleKind::kGPipe, 0, 2), "K=0");
+  EXPECT_CONFIG_ERROR(make_schedule(ScheduleKind::k1F1B, 2, 0), "M=0");
+  EXPECT_CONFIG_ERROR(parse_schedule_kind("zb-h2"), "zb-h2");
+}
 
-  auto early = make_schedule(ScheduleKind::kGPipe, 2, 2);
-  std::swap(early.actions[0][0], early.actions[0][3]);  // B0 before F0
-  EXPECT_THROW(validate_schedule(early), ConfigError);
+TEST(Lowering, RecomputeBeforeTheGradientAndMessagesAroundEachAction) {
+  const auto s = lower(make_schedule(ScheduleKind::kGPipe, 2, 2), Checkpoint::kExceptLast);
+  EXPECT_EQ(render(s.actions[0]),
+            "F0 SEND_F0(0->1) F1 SEND_F1(0->1) RECV_B1(0<-1) B1 R0 RECV_B0(0<-1) B0 ");
+  EXPECT_EQ(render(s.actions[1]),
+            "RECV_F0(1<-0) F0 RECV_F1(1<-0) F1 B1 SEND_B1(1->0) R0 B0 SEND_B0(1->0) ");
+  EXPECT_TRUE(s.actions[0][0].checkpoint);
+  EXPECT_FALSE(s.actions[0][2].checkpoint);  // the last micro-batch keeps its activations
+}
 
-  // Stage 0 wants B0 before F1 while stage 1 needs F1 before it can finish B0: deadlock.
-  Schedule deadlock{2, 2, {}};
-  deadlock.actions.push_back({{ActionKind::kForward, 0},
-                              {ActionKind::kBackward, 0},
-                              {ActionKind::kForward, 1},
-                              {ActionKind::kBackward, 1}});
-  deadlock.actions.push_back({{ActionKind::kForward, 0},
-                              {ActionKind::kForward, 1},
-                              {ActionKind::kBackward, 1},
-                              {ActionKind::kBackward, 0}});
-  try {
-    validate_schedule(deadlock);
-    FAIL();
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("deadlock"), std::string::npos) << e.what();
+TEST(Lowering, ZBVTurnsOnTheLastDeviceThroughALocalMessage) {
+  const auto s = lower(make_schedule(ScheduleKind::kZBV, 2, 2, 2), Checkpoint::kNever);
+  EXPECT_EQ(s.device_of(1), 1);
+  EXPECT_EQ(s.device_of(2), 1);
+  EXPECT_EQ(s.device_of(3), 0);
+  bool local = false;
+  for (const auto& a : s.actions[1]) {
+    local |= a.kind == ActionKind::kSendForward && a.stage == 1 && s.device_of(a.peer) == 1;
   }
+  EXPECT_TRUE(local);
+}
 
-  auto wrong_k = make_schedule(ScheduleKind::kGPipe, 2, 2);
-  wrong_k.stages = 3;
-  EXPECT_THROW(validate_schedule(wrong_k), ConfigError);
-  EXPECT_THROW(make_schedule(ScheduleKind::kGPipe, 0, 2), ConfigError);
-  EXPECT_THROW(make_schedule(ScheduleKind::k1F1B, 2, 0), ConfigError);
+TEST(Validate, RejectsMissingAndMisorderedActions) {
+  auto missing = make_schedule(ScheduleKind::kGPipe, 2, 2);
+  missing.actions[1].pop_back();
+  EXPECT_CONFIG_ERROR(validate_schedule(missing), "never runs B");
+  auto early = make_schedule(ScheduleKind::kGPipe, 2, 2);
+  std::swap(early.actions[0][0], early.actions[0][3]);
+  EXPECT_CONFIG_ERROR(validate_schedule(early), "before F");
+  auto wrong_device = make_schedule(ScheduleKind::kGPipe, 2, 2);
+  wrong_device.actions[0][0].stage = 1;
+  EXPECT_CONFIG_ERROR(validate_schedule(wrong_device), "placed on device 1");
+}
+
+TEST(Validate, FindsADeadlock) {
+  // Device 1 waits for B1 from nowhere while device 0 waits for F1's gradient first.
+  auto s = make_schedule(ScheduleKind::kGPipe, 2, 2);
+  s.actions[0] = {s.actions[0][0], s.actions[0][3], s.actions[0][1], s.actions[0][2]};
+  s.actions[0][1] = {ActionKind::kBackward, 0, 0, -1, false};
+  s.actions[0][2] = {ActionKind::kForward, 0, 1, -1, false};
+  s.actions[0][3] = {ActionKind::kBackward, 0, 1, -1, false};
+  s.actions[1] = {{ActionKind::kForward, 1, 0, -1, false},
+                  {ActionKind::kForward, 1, 1, -1, false},
+                  {ActionKind::kBackward, 1, 1, -1, false},
+                  {ActionKind::kBackward, 1, 0, -1, false}};
+  EXPECT_CONFIG_ERROR(validate_schedule(s), "deadlocks");
 }
 
 }  // namespace

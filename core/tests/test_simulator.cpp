@@ -71,6 +71,47 @@ TEST(Simulator, LinkTimeDelaysTheNextStage) {
   EXPECT_DOUBLE_EQ(LinkModel{}.transfer_s(0), 0);
 }
 
+// 8 equal layers (forward 1, backward 2, half of it W) on K=4 devices, M=8.
+SimulationResult eight_layers(ScheduleKind kind) {
+  const int64_t v = default_virtual_stages(kind);
+  SimulationCosts costs;
+  costs.forward.assign(4 * v, 2.0 / static_cast<double>(v));
+  costs.backward.assign(4 * v, 4.0 / static_cast<double>(v));
+  costs.weight_fraction = 0.5;
+  return simulate(make_schedule(kind, 4, 8, v), costs);
+}
+
+TEST(Simulator, SchedulesBeyondGPipeShrinkTheBubble) {
+  const double base = 3.0 / 11;
+  EXPECT_NEAR(eight_layers(ScheduleKind::kGPipe).bubble_fraction, base, 1e-12);
+  EXPECT_NEAR(eight_layers(ScheduleKind::k1F1B).bubble_fraction, base, 1e-12);
+  const double interleaved = eight_layers(ScheduleKind::kInterleaved1F1B).bubble_fraction;
+  const double zb_h1 = eight_layers(ScheduleKind::kZBH1).bubble_fraction;
+  const double zbv = eight_layers(ScheduleKind::kZBV).bubble_fraction;
+  EXPECT_NEAR(interleaved, 3.0 / 19, 1e-12);  // (K-1)/(vM+K-1)
+  EXPECT_LE(interleaved, 0.62 * base);
+  // (K-1)(F+B-W) over (K-1)(F+B-W) + M(F+B+W): 3/27.
+  EXPECT_NEAR(zb_h1, 3.0 / 27, 1e-12);
+  EXPECT_LE(zb_h1, 0.45 * base);
+  EXPECT_LE(zbv, 0.25 * base);
+  const auto peak = [](const SimulationResult& r) {
+    return *std::max_element(r.peak_inflight_per_stage.begin(), r.peak_inflight_per_stage.end());
+  };
+  EXPECT_LE(peak(eight_layers(ScheduleKind::kZBH1)), peak(eight_layers(ScheduleKind::k1F1B)));
+}
+
+TEST(Simulator, WeightFractionOnlyMattersWhereTheBackwardSplits) {
+  auto costs = uniform(4);
+  costs.weight_fraction = 0.9;
+  EXPECT_NEAR(simulate(make_schedule(ScheduleKind::k1F1B, 4, 8), costs).bubble_fraction, 3.0 / 11,
+              1e-12);
+  costs.weight_fraction = 0;  // nothing to defer: zb-h1 is 1F1B
+  EXPECT_NEAR(simulate(make_schedule(ScheduleKind::kZBH1, 4, 8), costs).bubble_fraction, 3.0 / 11,
+              1e-12);
+  costs.weight_fraction = 1.5;
+  EXPECT_CONFIG_ERROR(simulate(make_schedule(ScheduleKind::kZBH1, 4, 8), costs), "1.5");
+}
+
 TEST(Simulator, RejectsCostsThatDoNotFit) {
   const auto schedule = make_schedule(ScheduleKind::kGPipe, 3, 2);
   auto costs = uniform(2);

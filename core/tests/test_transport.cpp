@@ -9,19 +9,19 @@ namespace {
 
 TEST(LocalTransport, DeliversByKeyInAnyOrder) {
   LocalTransport transport;
-  transport.send(0, 1, {0, 1, Direction::kForward}, {torch::ones({1})});
-  transport.send(0, 1, {0, 0, Direction::kForward}, {torch::zeros({1})});
-  EXPECT_EQ(transport.recv(0, 1, {0, 0, Direction::kForward})[0].item<float>(), 0);
-  EXPECT_EQ(transport.recv(0, 1, {0, 1, Direction::kForward})[0].item<float>(), 1);
+  transport.send(0, 1, {0, 0, 1, 1, Direction::kForward}, {torch::ones({1})});
+  transport.send(0, 1, {0, 0, 1, 0, Direction::kForward}, {torch::zeros({1})});
+  EXPECT_EQ(transport.recv(0, 1, {0, 0, 1, 0, Direction::kForward})[0].item<float>(), 0);
+  EXPECT_EQ(transport.recv(0, 1, {0, 0, 1, 1, Direction::kForward})[0].item<float>(), 1);
 }
 
 TEST(LocalTransport, RecvBlocksUntilSend) {
   LocalTransport transport;
   std::thread sender([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    transport.send(1, 0, {3, 2, Direction::kBackward}, {torch::full({1}, 5.0)});
+    transport.send(1, 0, {3, 1, 0, 2, Direction::kBackward}, {torch::full({1}, 5.0)});
   });
-  EXPECT_EQ(transport.recv(1, 0, {3, 2, Direction::kBackward})[0].item<float>(), 5);
+  EXPECT_EQ(transport.recv(1, 0, {3, 1, 0, 2, Direction::kBackward})[0].item<float>(), 5);
   sender.join();
 }
 

@@ -23,6 +23,17 @@ inline void PrintTo(ScheduleKind kind, std::ostream* os) {
 
 namespace gpipe::testing {
 
+// Expects `statement` to throw ConfigError whose message contains `needle`.
+#define EXPECT_CONFIG_ERROR(statement, needle)                                      \
+  do {                                                                              \
+    try {                                                                           \
+      statement;                                                                    \
+      ADD_FAILURE() << "expected ConfigError containing '" << (needle) << "'";      \
+    } catch (const ConfigError& e) {                                                \
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what(); \
+    }                                                                               \
+  } while (false)
+
 inline LayerList seeded_mlp(const models::MlpOptions& options, uint64_t init_seed = 7) {
   torch::manual_seed(init_seed);
   return models::make_mlp(options);
@@ -57,6 +68,42 @@ inline Reference plain_step(const LayerList& layers, const torch::Tensor& input,
     }
   }
   return ref;
+}
+
+// The plain model trained as the paper defines a micro-batched step, without a pipeline: each
+// micro-batch runs every layer in sequence under the same LayerContext keys the pipeline uses
+// (so dropout draws the same masks and deferred BatchNorm sees the same micro-batches), its loss
+// weighted by its share of the batch; then the BatchNorm statistics are committed. Gradients are
+// left in .grad; returns the mini-batch loss.
+inline double plain_microbatched_step(const LayerList& layers, const torch::Tensor& input,
+                                      const torch::Tensor& target, int64_t M, uint64_t seed,
+                                      int64_t step) {
+  const auto inputs = split_microbatches(Activations{input}, M);
+  const auto targets = split_microbatches(target, M);
+  double total = 0;
+  for (int64_t m = 0; m < M; ++m) {
+    Activations x = inputs[m];
+    for (size_t i = 0; i < layers.size(); ++i) {
+      LayerContext context;
+      context.seed = seed;
+      context.step = step;
+      context.microbatch = m;
+      context.layer = static_cast<int64_t>(i);
+      LayerContextGuard guard(&context);
+      x = layers[i]->forward(x);
+    }
+    const double weight =
+        static_cast<double>(targets[m].size(0)) / static_cast<double>(target.size(0));
+    auto loss = torch::nn::functional::cross_entropy(x[0], targets[m]) * weight;
+    loss.backward();
+    total += loss.item<double>();
+  }
+  for (const auto& layer : layers) {
+    for (const auto& module : layer->modules(/*include_self=*/true)) {
+      if (auto* observer = dynamic_cast<StepObserver*>(module.get())) observer->on_step_end();
+    }
+  }
+  return total;
 }
 
 inline void expect_close(const torch::Tensor& actual, const torch::Tensor& expected, double rtol,

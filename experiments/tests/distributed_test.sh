@@ -46,6 +46,36 @@ case "$case_name" in
       --json dist_1f1b.json >run.log 2>&1 || fail "1f1b: $(tail -5 run.log)"
     same_run local.json dist_1f1b.json 1e-6
     ;;
+  schedules)
+    # Every schedule and K=1 train to the same parameters in one process; four processes over
+    # c10d train to the in-process parameters under every schedule.
+    eight=(--model mlp --layers 8 --width 32 --in-features 16 --classes 8 --batch-size 32
+           --chunks 8 --steps 4 --seed 3 --dropout 0.1 --optimizer sgd --lr 0.05 --progress off)
+    "$bin/gpipe_train" "${eight[@]}" --partitions 1 --json k1.json 2>/dev/null || fail "K=1"
+    for s in gpipe 1f1b interleaved-1f1b zb-h1 zbv; do
+      "$bin/gpipe_train" "${eight[@]}" --partitions 4 --schedule "$s" --json "local_$s.json" \
+        2>"local_$s.log" || fail "$s in process: $(tail -3 "local_$s.log")"
+      same_run k1.json "local_$s.json" 1e-6
+      "$launch" --nproc-per-node 4 --master-port "$(free_port)" -- \
+        "$bin/gpipe_train" --distributed "${eight[@]}" --partitions 4 --schedule "$s" \
+        --json "dist_$s.json" >run.log 2>&1 || fail "$s distributed: $(tail -5 run.log)"
+      same_run "local_$s.json" "dist_$s.json" 1e-6
+    done
+    ;;
+  grad_clip)
+    # Clipping by the norm over every stage of every process: 2 stages, and 2 stages x 2
+    # replicas, clip exactly as the in-process pipeline does.
+    clip=(--model mlp --layers 4 --width 64 --in-features 16 --classes 8 --batch-size 32
+          --chunks 4 --steps 5 --seed 3 --optimizer sgd --lr 0.05 --progress off --balance 3,2
+          --grad-clip 0.05)
+    "$bin/gpipe_train" "${clip[@]}" --json local.json 2>/dev/null || fail "in-process"
+    for n in 2 4; do
+      "$launch" --nproc-per-node $n --master-port "$(free_port)" -- \
+        "$bin/gpipe_train" --distributed "${clip[@]}" --json "dist_$n.json" >run.log 2>&1 ||
+        fail "$n processes: $(tail -5 run.log)"
+      same_run local.json "dist_$n.json" 1e-5
+    done
+    ;;
   data_parallel)
     # K=2 x R=2: each replica half the batch, the same losses as one K=2 pipeline.
     "$bin/gpipe_train" "${mlp[@]}" --dropout 0 --balance 3,3 --json local.json 2>/dev/null || fail "in-process"

@@ -128,8 +128,10 @@ s = json.load(open("out/summary.json"))
 for key in ("final_test_top1", "final_test_top5", "param_checksum", "losses"):
     assert key in s, key
 trace = json.load(open("out/trace.json"))
-names = {e["name"][0] for e in trace["traceEvents"] if e["ph"] == "X"}
-assert names == {"F", "B", "R"}, names  # except_last recomputes micro-batch 0
+compute = {e["name"][0] for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"] == "compute"}
+assert compute == {"F", "B", "R"}, compute  # except_last recomputes micro-batch 0
+messages = {e["name"].split("_")[0] for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"] == "communication"}
+assert messages == {"SEND", "RECV"}, messages
 print("metrics, summary and trace ok")
 PY
     ;;

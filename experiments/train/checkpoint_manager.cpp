@@ -111,7 +111,7 @@ std::string CheckpointManager::save(Pipeline& pipeline, const RunPosition& posit
         {"stages", pipeline.num_stages()},
         {"balance", pipeline.options().balance()},
         {"optimizer", pipeline.has_optimizer()
-                          ? optimizer_kind(pipeline.optimizer(pipeline.first_local_stage()))
+                          ? optimizer_kind(pipeline.optimizer(pipeline.local_stages().front()))
                           : "none"},
         {"run", run}};
     write_json_file((tmp_dir / kManifest).string(), manifest);

@@ -39,6 +39,7 @@ nlohmann::json TrainOptions::to_json() const {
       {"chunks", chunks},
       {"checkpoint", checkpoint},
       {"schedule", schedule},
+      {"virtual_stages", virtual_stages},
       {"devices", devices},
       {"distributed", distributed},
       {"batch_size", batch_size},
@@ -103,7 +104,10 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   opt(pipe, "--balance-by", o.balance_by, "params | time | memory");
   opt(pipe, "--chunks,-M", o.chunks, "micro-batches per mini-batch");
   opt(pipe, "--checkpoint", o.checkpoint, "re-materialisation: always | except_last | never");
-  opt(pipe, "--schedule", o.schedule, "gpipe | 1f1b");
+  opt(pipe, "--schedule", o.schedule, "gpipe | 1f1b | interleaved-1f1b | zb-h1 | zbv");
+  opt(pipe, "--virtual-stages", o.virtual_stages,
+      "v stages per device for interleaved-1f1b (default 2) and zbv (2); each --balance entry "
+      "must be a multiple of v");
   opt(pipe, "--devices", o.devices, "one per stage: cpu:0,cpu:1 or cuda:0,cuda:1");
   opt(pipe, "--threads-per-device", o.threads_per_device,
       "intra-op threads per device (0: 1 when K > 1, all cores when K = 1)");

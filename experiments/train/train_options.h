@@ -34,8 +34,9 @@ struct TrainOptions {
   std::string balance_by = "params";
   int64_t chunks = 1;
   std::string checkpoint = "except_last";  // re-materialisation
-  std::string schedule = "gpipe";
-  std::string devices;  // "cpu:0,cpu:1"; default cpu:0..K-1
+  std::string schedule = "gpipe";          // gpipe | 1f1b | interleaved-1f1b | zb-h1 | zbv
+  int64_t virtual_stages = 0;              // v per device; 0: the schedule's default
+  std::string devices;                     // "cpu:0,cpu:1"; default cpu:0..K-1
   int64_t threads_per_device = 0;
 
   // Distributed: stages in separate processes (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).

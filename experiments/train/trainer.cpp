@@ -78,6 +78,8 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   pipe_options.chunks(o.chunks)
       .checkpoint(parse_checkpoint(o.checkpoint))
       .schedule(parse_schedule_kind(o.schedule))
+      .virtual_stages(o.virtual_stages)
+      .stage_balance(stage_balance_)
       .seed(o.seed)
       .threads_per_device(static_cast<int>(o.threads_per_device));
   if (!o.devices.empty()) pipe_options.devices(cli::parse_strings(o.devices));
@@ -110,12 +112,17 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
       const int processes = local != nullptr ? std::max(1, std::atoi(local)) : 1;
       pipe_options.threads_per_device(std::max(1, hardware_threads() / processes));
     }
-    // Build only this stage's layers: the others live in other processes.
-    const int64_t stage = context_->stage();
-    const auto offsets = stage_offsets(balance_, total_layers_);
-    layers_ = builder_->build_range(offsets[stage], offsets[stage] + balance_[stage]);
+    // Build only this device's layers: the others live in other processes.
+    const int64_t device = context_->stage();
+    const auto layout = make_layout(pipe_options, total_layers_);
+    layers_.clear();
+    for (int64_t s : layout.stages_of(device)) {
+      const int64_t first = layout.stage_offset[s];
+      for (auto& layer : builder_->build_range(first, first + layout.stage_balance[s]))
+        layers_.push_back(std::move(layer));
+    }
     pipeline_ = std::make_unique<Pipeline>(
-        layers_, pipe_options, stage,
+        layers_, pipe_options, device,
         std::make_unique<distributed::ProcessGroupTransport>(*context_), context_.get(), loss);
   }
   pipeline_->set_optimizer(make_optimizer_factory(o));
@@ -133,38 +140,6 @@ void Trainer::abort_peers(const std::string& why) {
   if (context_ == nullptr) return;
   context_->announce_failure(why);
   context_->linger_for_peers();
-}
-
-void Trainer::resolve_balance() {
-  const auto& o = options_;
-  if (!o.balance.empty()) {
-    balance_ = cli::parse_ints(o.balance, "--balance");
-    GPIPE_CHECK(o.partitions == 0 || o.partitions == static_cast<int64_t>(balance_.size()),
-                ConfigError, "--balance ", o.balance, " has ", balance_.size(),
-                " stages but --partitions is ", o.partitions);
-    return;
-  }
-  const int64_t K = o.partitions > 0 ? o.partitions : 1;
-  GPIPE_CHECK(K <= total_layers_, ConfigError, "--partitions ", K, " is larger than the model's ",
-              total_layers_, " layers");
-  const auto by = parse_balance_by(o.balance_by);
-  // Profiled costs differ from process to process; every rank must agree on the balance.
-  GPIPE_CHECK(!o.distributed || by == BalanceBy::kParams, ConfigError,
-              "--distributed needs --balance a,b,.. or --balance-by params (got --balance-by ",
-              o.balance_by, ", whose profile would differ between processes)");
-  if (K == 1) {
-    balance_ = {total_layers_};
-  } else if (by == BalanceBy::kParams) {
-    // Counted layer by layer: no need to hold the model.
-    std::vector<double> costs;
-    for (int64_t count : builder_->layer_parameters())
-      costs.push_back(static_cast<double>(count));
-    balance_ = balance_by_cost(costs, K);
-  } else {
-    layers_ = builder_->build();
-    const auto sample = builder_->sample_batch((o.batch_size + o.chunks - 1) / o.chunks, o.seed);
-    balance_ = auto_balance(layers_, K, by, {sample.input});
-  }
 }
 
 void Trainer::restore() {

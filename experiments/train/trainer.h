@@ -86,6 +86,7 @@ class Trainer {
   LayerList layers_;  // every layer in-process; this stage's layers in a distributed run
   int64_t total_layers_ = 0;
   std::vector<int64_t> balance_;
+  std::vector<int64_t> stage_balance_;  // per virtual stage, when v > 1 and auto-balanced
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<CheckpointManager> checkpoints_;
   RunPosition position_;

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "gpipe/errors.h"
+#include "gpipe/weight_grad.h"
 
 namespace gpipe::models {
 namespace {
@@ -28,28 +29,49 @@ void sleep_ms(double ms,
                                     std::chrono::duration<double, std::milli>(ms)));
 }
 
-// y = x * scale, sleeping in forward and backward.
+// y = x * scale, sleeping in forward and backward. Inside a split B the weight share of the
+// backward (sleep and d scale) is deferred to W, as gpipe::Linear defers its weight gradient.
 class SleepFunction : public torch::autograd::Function<SleepFunction> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
-                               const torch::Tensor& scale, double forward_ms, double backward_ms) {
+                               const torch::Tensor& scale, double forward_ms, double backward_ms,
+                               double weight_ms) {
     sleep_ms(forward_ms);
     ctx->save_for_backward({x, scale});
     ctx->saved_data["backward_ms"] = backward_ms;
+    ctx->saved_data["weight_ms"] = weight_ms;
+    const auto* context = current_layer_context();
+    ctx->saved_data["weight_grad_token"] = context != nullptr ? context->weight_grad_token : 0;
     return x * scale;
   }
+
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    sleep_ms(ctx->saved_data["backward_ms"].toDouble());
+    const double weight_ms = ctx->saved_data["weight_ms"].toDouble();
+    sleep_ms(ctx->saved_data["backward_ms"].toDouble() - weight_ms);
     const auto saved = ctx->get_saved_variables();
     const auto& g = grad_outputs[0];
-    return {g * saved[1], (g * saved[0]).sum().reshape({1}), torch::Tensor(), torch::Tensor()};
+    const torch::Tensor x = saved[0];
+    torch::Tensor scale = saved[1];
+    const bool deferred = WeightGradQueue::defer(ctx->saved_data["weight_grad_token"].toInt(),
+                                                 [weight_ms, g, x, scale]() mutable {
+                                                   sleep_ms(weight_ms);
+                                                   auto& grad = scale.mutable_grad();
+                                                   const auto d = (g * x).sum().reshape({1});
+                                                   grad = grad.defined() ? grad + d : d;
+                                                 });
+    if (!deferred) sleep_ms(weight_ms);
+    return {g * scale, deferred ? torch::Tensor() : (g * x).sum().reshape({1}), torch::Tensor(),
+            torch::Tensor(), torch::Tensor()};
   }
 };
 
 class SleepLayer : public Layer {
  public:
-  SleepLayer(std::string name, double forward_ms, double backward_ms)
-      : Layer(std::move(name)), forward_ms_(forward_ms), backward_ms_(backward_ms) {
+  SleepLayer(std::string name, double forward_ms, double backward_ms, double weight_ms)
+      : Layer(std::move(name)),
+        forward_ms_(forward_ms),
+        backward_ms_(backward_ms),
+        weight_ms_(weight_ms) {
     scale_ = register_parameter("scale", torch::ones({1}));
   }
   Activations forward(const Activations& inputs) override {
@@ -58,12 +80,13 @@ class SleepLayer : public Layer {
       sleep_ms(forward_ms_);
       return {x * scale_};
     }
-    return {SleepFunction::apply(x, scale_, forward_ms_, backward_ms_)};
+    return {SleepFunction::apply(x, scale_, forward_ms_, backward_ms_, weight_ms_)};
   }
 
  private:
   double forward_ms_;
   double backward_ms_;
+  double weight_ms_;
   torch::Tensor scale_;
 };
 
@@ -73,6 +96,9 @@ void check(const SleepOptions& options) {
   GPIPE_CHECK(options.forward_ms() >= 0 && options.backward_factor() >= 0, ConfigError,
               "sleep times must be >= 0, got forward ", options.forward_ms(), " ms and factor ",
               options.backward_factor());
+  GPIPE_CHECK(options.weight_fraction() >= 0 && options.weight_fraction() <= 1, ConfigError,
+              "the weight fraction of the sleep model's backward must be in [0, 1], got ",
+              options.weight_fraction());
 }
 
 }  // namespace
@@ -81,8 +107,9 @@ LayerPtr make_sleep_layer(const SleepOptions& options, int64_t i) {
   check(options);
   GPIPE_CHECK(i >= 0 && i < options.layers(), ConfigError, "the sleep model has ", options.layers(),
               " layers; layer index ", i, " is out of range");
+  const double backward_ms = options.forward_ms() * options.backward_factor();
   return std::make_shared<SleepLayer>("sleep_" + std::to_string(i), options.forward_ms(),
-                                      options.forward_ms() * options.backward_factor());
+                                      backward_ms, backward_ms * options.weight_fraction());
 }
 
 LayerList make_sleep_model(const SleepOptions& options) {

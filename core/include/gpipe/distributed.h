@@ -141,8 +141,10 @@ class Context : public StepCollectives {
 
 // Transport over the pipeline group: activations forward, gradients backward, each message a
 // fixed-size header (count, dtypes, shapes) followed by the tensors. Sends are asynchronous;
-// one receiver thread per neighbour posts the step's receives in schedule order ahead of need,
-// so communication overlaps with compute.
+// one receiver thread per peer device posts the step's receives ahead of need, in the order that
+// peer's lowered list sends them, so communication overlaps with compute and no receive waits
+// behind one its peer sends later. A message between two virtual stages of this rank is
+// delivered locally.
 class ProcessGroupTransport final : public Transport {
  public:
   explicit ProcessGroupTransport(Context& context);
@@ -152,25 +154,29 @@ class ProcessGroupTransport final : public Transport {
   Activations recv(int64_t from, int64_t to, const MessageKey& key) override;
   void abort(const std::string& reason) override;
   void reset() override;
-  void begin_stage(int64_t stage, int64_t stages, const std::vector<Action>& actions, int64_t step,
-                   bool training) override;
-  void end_stage(int64_t stage) override;
+  void begin_step(int64_t device, const Schedule& schedule, int64_t step) override;
+  void end_step(int64_t device) override;
 
-  // Tag of one piece of one message (exposed for tests).
-  static int tag(const MessageKey& key, int piece);
+  // Tag of piece `piece` (0 = header) of the `sequence`-th message one device sends another in
+  // step `step`. Throws ConfigError past 16384 messages or 256 pieces.
+  static int tag(int64_t step, int64_t sequence, int piece);
 
  private:
   struct Receiver;
-  Activations receive_message(int64_t peer, const MessageKey& key);
+  using Address = std::tuple<int64_t, int64_t, int64_t, int64_t, int>;  // as LocalTransport's
+  static Address address(const MessageKey& key);
+  Activations receive_message(int64_t peer, const MessageKey& key, int64_t sequence);
+  void start_receiver(int64_t peer, std::unique_ptr<Receiver>& receiver);  // mutex_ held
 
   Context& context_;
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int>, Activations> mailbox_;  // from, step, m, dir
+  std::map<Address, Activations> mailbox_;
+  std::map<Address, int64_t> send_sequence_;  // this step's sends: their sequence numbers
   std::string error_;
   bool aborted_ = false;
   std::vector<std::pair<c10::intrusive_ptr<c10d::Work>, std::vector<torch::Tensor>>> sends_;
-  std::map<int64_t, std::unique_ptr<Receiver>> receivers_;  // by peer stage
+  std::map<int64_t, std::unique_ptr<Receiver>> receivers_;  // by peer device
 };
 
 }  // namespace gpipe::distributed

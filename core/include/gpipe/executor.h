@@ -1,10 +1,11 @@
-// The executor: runs one stage's list of actions for one step.
+// The executor: runs one device's lowered action list for one step.
 //
-// Why this file exists: one loop serves every schedule and every transport. For each action of
-// its stage it receives what the action needs (data or the previous stage's activations for F;
-// the next stage's gradients for B), runs it on the stage, times it, and sends the result on.
-// The in-process Pipeline runs it on K worker threads; a distributed rank runs it for its own
-// stage over c10d.
+// Why this file exists: one loop serves every schedule and every transport, and it decides
+// nothing: the lowered list (lowering.h) already says which forwards keep only their input, when
+// to recompute, what to receive from whom before an action and what to send after it. RECV puts
+// a message in a slot, F and B take their inputs from slots and leave their outputs in slots,
+// SEND hands a slot to the transport. Every action is timed. The in-process Pipeline runs it on
+// K worker threads; a distributed rank runs it for its own device over c10d.
 #pragma once
 
 #include <torch/torch.h>
@@ -24,18 +25,17 @@ struct StepData {
   int64_t step = 0;
   uint64_t seed = 0;
   bool training = true;
-  Checkpoint checkpoint = Checkpoint::kExceptLast;
   const LossFn* loss = nullptr;
   std::vector<Activations> inputs;
   std::vector<torch::Tensor> targets;
   std::vector<double> weights;
 };
 
-// Runs `actions` (one stage's list from a Schedule over `microbatches`) on `stage`. In
-// evaluation (data.training false) the actions are forwards and the last stage's outputs are
-// stored into `outputs` (sized M). Events go to `timeline` when it is not null.
-void run_stage_actions(Stage& stage, const std::vector<Action>& actions, int64_t microbatches,
-                       const StepData& data, Transport& transport, Timeline* timeline,
-                       std::vector<Activations>* outputs = nullptr);
+// Runs device `device`'s list of the lowered `schedule`. `stages[s]` is virtual stage s when this
+// process holds it (at least every stage of `device`), else null. In evaluation the last stage's
+// outputs go to `outputs` (sized M). Events go to `timeline` (row = device) when not null.
+void run_device_actions(int64_t device, const Schedule& schedule, const std::vector<Stage*>& stages,
+                        const StepData& data, Transport& transport, Timeline* timeline,
+                        std::vector<Activations>* outputs = nullptr);
 
 }  // namespace gpipe

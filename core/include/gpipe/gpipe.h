@@ -12,6 +12,7 @@
 #include "gpipe/layer.h"
 #include "gpipe/linear.h"
 #include "gpipe/loss.h"
+#include "gpipe/lowering.h"
 #include "gpipe/memory.h"
 #include "gpipe/microbatch.h"
 #include "gpipe/partition.h"
@@ -22,3 +23,4 @@
 #include "gpipe/stage.h"
 #include "gpipe/timeline.h"
 #include "gpipe/transport.h"
+#include "gpipe/weight_grad.h"

@@ -86,6 +86,8 @@ struct LayerContext {
   int64_t microbatch = 0;
   int64_t layer = 0;  // global index of the layer in the whole pipeline
   bool recompute = false;
+  // The micro-batch's WeightGradQueue (weight_grad.h); 0 outside a pipeline.
+  int64_t weight_grad_token = 0;
 
   // The generator for this (seed, step, micro-batch, layer) on `device`'s type, created on first
   // use. Every random draw of the layer in this call takes from it in program order, so a

@@ -4,6 +4,7 @@
 //                                    .devices({"cpu:0", "cpu:1"})
 //                                    .chunks(8)                      // M micro-batches
 //                                    .checkpoint(gpipe::Checkpoint::kExceptLast)
+//                                    .schedule(gpipe::ScheduleKind::kZBH1)
 //                                    .seed(1));
 //   pipe.set_optimizer([](std::vector<torch::Tensor> params) {
 //     return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(0.1));
@@ -11,11 +12,17 @@
 //   double loss = pipe.train_step(images, labels);
 //   torch::Tensor logits = pipe.forward(images);                      // evaluation
 //
-// Why this file exists: it owns the stages, their worker threads, the transport between them
-// and one optimizer per stage, and turns one mini-batch into one synchronous training step:
-// split into micro-batches, run the schedule on every stage at once, then step. It checks every
-// argument up front and never leaves a half-done step behind: a failing stage or a non-finite
-// loss ends the step with gradients cleared and parameters untouched.
+// Why this file exists: it owns the stages, their devices' worker threads, the transport between
+// them and one optimizer per stage, and turns one mini-batch into one synchronous training step:
+// split into micro-batches, run the lowered schedule on every device at once (gradients are
+// zeroed inside it), then one more pass over the devices for the update (observers, clipping
+// scale, optimizer step). It checks every argument up front and never leaves a half-done step
+// behind: a failing stage or a non-finite loss ends the step with gradients cleared and
+// parameters untouched.
+//
+// With v virtual stages per device (interleaved-1f1b, zbv) the model is cut into K*v stages in
+// model order; `balance` still counts each device's layers, split evenly over its v stages, and
+// device d holds stages d, d+K, ... (zbv: d and 2K-1-d).
 #pragma once
 
 #include <torch/torch.h>
@@ -38,7 +45,8 @@ namespace gpipe {
 
 struct PipelineOptions {
   /* implicit */ PipelineOptions(std::vector<int64_t> balance) : balance_(std::move(balance)) {}
-  // Number of consecutive layers on each of the K stages; sums to the number of layers.
+  // Layers on each of the K devices; sums to the number of layers. With v virtual stages each
+  // entry must be a multiple of v.
   TORCH_ARG(std::vector<int64_t>, balance);
   // One device per stage ("cpu:N" virtual devices or "cuda:N"); empty means cpu:0 .. cpu:K-1.
   TORCH_ARG(std::vector<std::string>, devices) = {};
@@ -46,11 +54,35 @@ struct PipelineOptions {
   TORCH_ARG(int64_t, chunks) = 1;
   TORCH_ARG(Checkpoint, checkpoint) = Checkpoint::kExceptLast;
   TORCH_ARG(ScheduleKind, schedule) = ScheduleKind::kGPipe;
+  // v, virtual stages per device; 0 means the schedule's default (2 for interleaved-1f1b and
+  // zbv, else 1).
+  TORCH_ARG(int64_t, virtual_stages) = 0;
+  // Layers of each of the K*v virtual stages, in model order, instead of an even split of each
+  // device's balance entry; a device's stages must add up to its balance entry.
+  TORCH_ARG(std::vector<int64_t>, stage_balance) = {};
   // Seeds the per-(step, micro-batch, layer) generators of dropout and drop-path.
   TORCH_ARG(uint64_t, seed) = 0;
   // Intra-op threads of each device; 0 means 1 when K > 1 and every hardware thread when K = 1.
   TORCH_ARG(int, threads_per_device) = 0;
 };
+
+// Where every layer goes: the K*v virtual stages in model order, their layers and devices.
+struct PipelineLayout {
+  int64_t devices = 0;                 // K
+  int64_t virtual_stages = 1;          // v
+  std::vector<int64_t> stage_balance;  // layers of each virtual stage
+  std::vector<int64_t> stage_offset;   // global index of each virtual stage's first layer
+  std::vector<int64_t> stage_device;   // device of each virtual stage
+
+  int64_t num_stages() const { return static_cast<int64_t>(stage_balance.size()); }
+  // Virtual stages of `device`, ascending.
+  std::vector<int64_t> stages_of(int64_t device) const;
+  // Global layer indices of `device`'s stages, in stage order (what a rank builds).
+  std::vector<int64_t> layers_of(int64_t device) const;
+};
+// Throws ConfigError naming the values when the balance does not cover `num_layers`, has an
+// empty device, or an entry that v does not divide (without a stage_balance that splits it).
+PipelineLayout make_layout(const PipelineOptions& options, int64_t num_layers);
 
 // What a pipeline spread over processes needs from the other processes in a step. The
 // in-process pipeline has none; distributed.h implements it on c10d.
@@ -85,11 +117,12 @@ class Pipeline {
       std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<torch::Tensor>)>;
 
   Pipeline(LayerList layers, PipelineOptions options, LossFn loss = cross_entropy_loss());
-  // One stage of a pipeline spread over processes: this process runs stage `local_stage`, whose
-  // layers are `layers`; messages go over `transport`, step-wide reductions over `collectives`.
-  // `options.balance()` still describes every stage; `options.devices()` may list every stage's
-  // device or just this one's. Every process calls train_step with the same batch size.
-  Pipeline(LayerList layers, PipelineOptions options, int64_t local_stage,
+  // One device of a pipeline spread over processes: this process runs device `local_device`,
+  // whose layers are `layers` (PipelineLayout::layers_of, in that order); messages go over
+  // `transport`, step-wide reductions over `collectives`. `options.balance()` still describes
+  // every device; `options.devices()` may list every device or just this one. Every process
+  // calls train_step with the same batch size.
+  Pipeline(LayerList layers, PipelineOptions options, int64_t local_device,
            std::unique_ptr<Transport> transport, StepCollectives* collectives,
            LossFn loss = cross_entropy_loss());
   ~Pipeline();
@@ -98,7 +131,7 @@ class Pipeline {
 
   // One optimizer per stage over that stage's parameters, created and stepped on its thread.
   void set_optimizer(const OptimizerFactory& factory);
-  // The optimizer of local stage `stage` (global index).
+  // The optimizer of local stage `stage` (global virtual stage index).
   torch::optim::Optimizer& optimizer(int64_t stage);
   bool has_optimizer() const { return !optimizers_.empty(); }
   // Sets the learning rate of every parameter group of every stage's optimizer.
@@ -110,8 +143,9 @@ class Pipeline {
   // Returns the mini-batch mean loss.
   double train_step(const torch::Tensor& input, const torch::Tensor& target);
   double train_step(const Activations& input, const torch::Tensor& target);
-  // Forward and backward of every micro-batch, gradients left in .grad (zeroed first).
-  // Throws NonFiniteLossError, with gradients zeroed, if the loss is NaN or infinite.
+  // Forward and backward of every micro-batch, gradients left in .grad (zeroed first), deferred
+  // BatchNorm statistics committed. Throws NonFiniteLossError, with gradients zeroed, if the
+  // loss is NaN or infinite.
   double forward_backward(const Activations& input, const torch::Tensor& target);
   // Evaluation: eval mode and no grad for the call, min(M, N) micro-batches, merged output
   // (undefined on a process that does not hold the last stage).
@@ -135,19 +169,23 @@ class Pipeline {
   int64_t step() const { return step_; }
   void set_step(int64_t step) { step_ = step; }
 
-  // K, over every process.
-  int64_t num_stages() const { return static_cast<int64_t>(options_.balance().size()); }
-  // The stages this process runs: all of them, or one in a distributed pipeline.
-  int64_t num_local_stages() const { return static_cast<int64_t>(stages_.size()); }
-  int64_t first_local_stage() const { return first_local_stage_; }
-  bool holds_last_stage() const { return first_local_stage_ + num_local_stages() == num_stages(); }
+  // K, devices over every process.
+  int64_t num_devices() const { return layout_.devices; }
+  // K*v virtual stages over every process.
+  int64_t num_stages() const { return layout_.num_stages(); }
+  const PipelineLayout& layout() const { return layout_; }
+  // The virtual stages this process runs, ascending: all, or one device's in a distributed run.
+  const std::vector<int64_t>& local_stages() const { return local_stage_ids_; }
+  bool holds_last_stage() const { return stage_ptrs_.back() != nullptr; }
   const PipelineOptions& options() const { return options_; }
-  // Devices of the local stages.
+  // The lowered training schedule every step runs.
+  const Schedule& schedule() const { return train_schedule_; }
+  // Devices this process runs.
   const std::vector<DeviceSpec>& devices() const { return devices_; }
-  // Layers of the local stages.
+  // Layers of the local stages, in stage order.
   const LayerList& layers() const { return layers_; }
-  // Local stage by its global index.
-  Stage& stage(int64_t s) { return *stages_.at(s - first_local_stage_); }
+  // Local stage by its global virtual stage index.
+  Stage& stage(int64_t s);
   std::vector<torch::Tensor> parameters() const;
   // "<global layer index>.<name within the layer>", stable whatever the balance.
   std::vector<std::pair<std::string, torch::Tensor>> named_parameters() const {
@@ -157,36 +195,51 @@ class Pipeline {
     return named_tensors(/*buffers=*/true);
   }
 
-  // Runs fn(stage) on every stage's thread at once; rethrows the first failure as StageError.
+  // Runs fn(stage) for every local stage, each on its device's thread, the devices at once;
+  // rethrows the first failure as StageError.
   void for_each_stage(const std::function<void(Stage&)>& fn);
 
  private:
-  void build(int64_t first_stage, int64_t count);
+  // Runs fn(local device index) on every local device's thread at once.
+  void for_each_device(const std::function<void(size_t)>& fn);
+  void build(int64_t first_device, int64_t count);
   std::vector<std::pair<std::string, torch::Tensor>> named_tensors(bool buffers) const;
-  void run_step(const Schedule& schedule, StepData& data, std::vector<Activations>* outputs);
+  // The schedule on every device, in one pass: zeroes gradients first when training, and
+  // computes `squares_` (squared gradient norms per device) last when asked.
+  void run_step(const Schedule& schedule, StepData& data, std::vector<Activations>* outputs,
+                bool zero_grads, bool squares);
+  // forward_backward without committing the observers: the step's loss.
+  double run_training_schedule(const Activations& input, const torch::Tensor& target, bool squares);
+  void abort_step();
+  // Squared L2 norm of the gradients of local device `i`'s stages.
+  double device_grad_square(size_t i) const;
   void begin_memory_window();
   void end_memory_window();
 
   LayerList layers_;
   PipelineOptions options_;
   LossFn loss_;
-  int64_t first_local_stage_ = 0;
-  std::vector<int64_t> offsets_;  // global index of each stage's first layer
+  PipelineLayout layout_;
+  int64_t first_device_ = 0;
+  std::vector<int64_t> local_stage_ids_;
   std::vector<DeviceSpec> devices_;
   std::vector<std::unique_ptr<DeviceWorker>> workers_;
-  std::vector<std::unique_ptr<Stage>> stages_;
-  std::vector<std::unique_ptr<torch::optim::Optimizer>> optimizers_;
+  std::vector<std::unique_ptr<Stage>> stages_;      // local, ascending stage index
+  std::vector<Stage*> stage_ptrs_;                  // every virtual stage; null if remote
+  std::vector<std::vector<Stage*>> device_stages_;  // per local device
+  std::vector<std::unique_ptr<torch::optim::Optimizer>> optimizers_;  // parallel to stages_
   std::unique_ptr<Transport> transport_;
   StepCollectives* collectives_ = nullptr;
   Schedule train_schedule_;
   Timeline timeline_;
   StepStats last_step_;
+  std::vector<double> squares_;  // per local device, from the last run_step that asked
   std::vector<int64_t> window_start_bytes_;
   double grad_clip_ = 0;
   int64_t step_ = 0;
 };
 
-// Checks `balance` against the number of layers and returns the index of each stage's first
+// Checks `balance` against the number of layers and returns the index of each entry's first
 // layer. Throws ConfigError naming the values.
 std::vector<int64_t> stage_offsets(const std::vector<int64_t>& balance, int64_t num_layers);
 

@@ -1,26 +1,56 @@
-// Schedules as data.
+// Schedules as data: the whole program of a step.
 //
-// Why this file exists: what each stage does, and in which order, is a pure function of
-// (K stages, M micro-batches, kind). The executor runs whatever list it is given and the
-// simulator reads the same lists, so a new schedule is a new function here and nothing else.
+// Why this file exists: what each device does, and in which order, is a pure function of
+// (K devices, M micro-batches, v virtual stages per device, kind). A schedule function emits the
+// compute actions of every device: F (forward), B (backward: the input gradient, and the weight
+// gradient too unless a W follows), W (the deferred weight gradient), on (virtual stage,
+// micro-batch). One lowering pass (lowering.h) adds R (recompute) and the SEND/RECV actions with
+// their peers. The executor, the transports, the deadlock check and the simulator all read that
+// lowered list and derive nothing themselves, so a new schedule is one function here.
 //
-// GPipe (fill-drain, the paper's): every forward, then every backward, last micro-batch first
+// The drawings below are what `gpipe_sim --draw` prints at unit costs (F = B = W = 1, and B = 2
+// where it includes W); a test keeps each one equal to the generator's output. Upper case is a
+// device's first virtual stage, lower case its second.
+//
+// gpipe (fill-drain, the paper's): every forward, then every backward, last micro-batch first
 // (its activations are the freshest, and with checkpoint=except_last it needs no recompute).
-// K=3, M=4, unit costs:
+// K=3, M=4:
 //
-//   clock  0  1  2  3  4  5  6  7  8  9  10 11
-//   s0     F0 F1 F2 F3 .  .  .  .  B3 B2 B1 B0
-//   s1     .  F0 F1 F2 F3 .  .  B3 B2 B1 B0 .
-//   s2     .  .  F0 F1 F2 F3 B3 B2 B1 B0 .  .
+//   s0  F0 F1 F2 F3 .  .  .  .  .  .  B3 B3 B2 B2 B1 B1 B0 B0
+//   s1  .  F0 F1 F2 F3 .  .  .  B3 B3 B2 B2 B1 B1 B0 B0 .  .
+//   s2  .  .  F0 F1 F2 F3 B3 B3 B2 B2 B1 B1 B0 B0 .  .  .  .
 //
-// 1F1B (PipeDream-flush): stage s runs K-s-1 warm-up forwards, then alternates one forward and
-// one backward, then drains. Same bubble, but a stage holds the activations of at most K
-// micro-batches at once instead of M:
+// 1f1b (PipeDream-flush): stage s runs K-s-1 warm-up forwards, then alternates one forward and
+// one backward, then drains. Same bubble, but a device holds at most K micro-batches, not M:
 //
-//   clock  0  1  2  3  4  5  6  7  8  9  10 11
-//   s0     F0 F1 F2 .  .  B0 F3 B1 .  B2 .  B3
-//   s1     .  F0 F1 .  B0 F2 B1 F3 B2 .  B3 .
-//   s2     .  .  F0 B0 F1 B1 F2 B2 F3 B3 .  .
+//   s0  F0 F1 F2 .  .  .  .  B0 B0 F3 B1 B1 .  B2 B2 .  B3 B3
+//   s1  .  F0 F1 .  .  B0 B0 F2 B1 B1 F3 B2 B2 .  B3 B3 .  .
+//   s2  .  .  F0 B0 B0 F1 B1 B1 F2 B2 B2 F3 B3 B3 .  .  .  .
+//
+// interleaved-1f1b (Megatron's): device d holds virtual stages d, d+K, ..., each 1/v of its
+// layers, and runs 1F1B over them in rounds of K micro-batches; a forward is 1/v as long, so the
+// fill and drain shrink v times: bubble (K-1)/(vM+K-1). Needs M a multiple of K. K=2, M=4, v=2:
+//
+//   s0  F0 F1 f0 f1 F2 .  b0 b0 F3 b1 b1 f2 B0 B0 f3 B1 B1 .  b2 b2 .  b3 b3 B2 B2 B3 B3
+//   s1  .  F0 F1 f0 b0 b0 f1 b1 b1 F2 B0 B0 F3 B1 B1 f2 b2 b2 f3 b3 b3 B2 B2 B3 B3 .  .
+//
+// zb-h1 (zero bubble, Qi et al. 2023): 1F1B's order with each backward split into B and W;
+// stage s defers W(m) until after B(m+s), so its W's fill the drain. A stage holds at most K
+// micro-batches (1F1B's peak), and the bubble falls from (K-1)(F+B+W) to (K-1)(F+B-W):
+//
+//   s0  F0 F1 F2 .  .  B0 W0 F3 B1 W1 B2 W2 B3 W3
+//   s1  .  F0 F1 .  B0 F2 B1 W0 F3 B2 W1 B3 W2 W3
+//   s2  .  .  F0 B0 F1 B1 F2 B2 W0 F3 B3 W1 W2 W3
+//
+// zbv (zero bubble V): two virtual stages per device in a V: device d holds stage d (going down)
+// and stage 2K-1-d (coming back up), so the last stage is on device 0 beside the first. The
+// order comes from a list scheduler run at unit costs: each device takes the ready action that
+// can start first (B before F on a tie), forwards only while it holds fewer than 2K half-stage
+// micro-batches (1F1B's peak), and runs a deferred W only where it ends before the next input
+// arrives, or when memory forces it. K=2, M=2:
+//
+//   s0  F0 F1 .  f0 b0 f1 b1 B0 w0 B1 w1 W0 W1
+//   s1  .  F0 f0 F1 f1 b0 B0 b1 B1 w0 W0 w1 W1
 #pragma once
 
 #include <cstdint>
@@ -29,43 +59,73 @@
 
 namespace gpipe {
 
-enum class ActionKind { kForward, kBackward };
+enum class ActionKind {
+  kForward,       // F
+  kBackward,      // B: input gradient; the weight gradient too unless a W of it follows
+  kWeight,        // W: the weight gradient a split B deferred
+  kRecompute,     // R: replays a checkpointed forward with grad on (added by lowering)
+  kSendForward,   // activations to `peer` (added by lowering)
+  kRecvForward,   // activations from `peer`
+  kSendBackward,  // input gradients to `peer`
+  kRecvBackward,  // output gradients from `peer`
+};
 
 struct Action {
-  ActionKind kind;
-  int64_t microbatch;
+  ActionKind kind = ActionKind::kForward;
+  int64_t stage = 0;  // virtual stage, 0 .. K*v-1 in model order
+  int64_t microbatch = 0;
+  int64_t peer = -1;        // SEND/RECV: the virtual stage at the other end
+  bool checkpoint = false;  // F: keep only the input; an R replays it before the B
 
   bool operator==(const Action& other) const {
-    return kind == other.kind && microbatch == other.microbatch;
+    return kind == other.kind && stage == other.stage && microbatch == other.microbatch &&
+           peer == other.peer && checkpoint == other.checkpoint;
   }
 };
 
-enum class ScheduleKind { kGPipe, k1F1B };
+enum class ScheduleKind { kGPipe, k1F1B, kInterleaved1F1B, kZBH1, kZBV };
 
-// For each stage, its actions in execution order.
 struct Schedule {
-  int64_t stages = 0;
-  int64_t microbatches = 0;
-  std::vector<std::vector<Action>> actions;
+  ScheduleKind kind = ScheduleKind::kGPipe;
+  int64_t devices = 0;                       // K
+  int64_t virtual_stages = 1;                // v
+  int64_t microbatches = 0;                  // M
+  bool forward_only = false;                 // evaluation: F only
+  bool lowered = false;                      // R, SEND and RECV added
+  std::vector<int64_t> stage_device;         // device of each virtual stage (K*v entries)
+  std::vector<std::vector<Action>> actions;  // per device, in execution order
+
+  int64_t num_stages() const { return static_cast<int64_t>(stage_device.size()); }
+  int64_t device_of(int64_t stage) const { return stage_device.at(stage); }
+  // Whether the backward is split into B and W (the schedule lists W actions).
+  bool splits_backward() const;
 };
 
-// The schedule of a training step. Throws ConfigError for K < 1 or M < 1.
-Schedule make_schedule(ScheduleKind kind, int64_t stages, int64_t microbatches);
+// The schedule of a training step: compute actions only (lower() adds the rest). Throws
+// ConfigError naming the values for K < 1, M < 1, a v the kind does not take (gpipe, 1f1b and
+// zb-h1 take 1; zbv 2), zbv with K = 1, or interleaved-1f1b with M not a multiple of K.
+Schedule make_schedule(ScheduleKind kind, int64_t devices, int64_t microbatches,
+                       int64_t virtual_stages = 1);
 
-// Forwards only, in micro-batch order: evaluation.
-Schedule make_forward_schedule(int64_t stages, int64_t microbatches);
+// Evaluation: forwards only, each device in wavefront order (micro-batch + stage), with the
+// placement of `kind`.
+Schedule make_forward_schedule(ScheduleKind kind, int64_t devices, int64_t microbatches,
+                               int64_t virtual_stages = 1);
 
-// Throws ConfigError unless every stage runs F(m) once and B(m) once after it for every
-// micro-batch (forward-only schedules: F only), and the cross-stage dependencies
-// (F(s, m) after F(s-1, m); B(s, m) after B(s+1, m)) can all be met without deadlock.
-void validate_schedule(const Schedule& schedule, bool forward_only = false);
+// v a kind runs with when none is asked for: 2 for interleaved-1f1b and zbv, else 1.
+int64_t default_virtual_stages(ScheduleKind kind);
+// Device of virtual stage `stage`: round robin (stage % K), or the V of zbv.
+int64_t stage_device(ScheduleKind kind, int64_t devices, int64_t virtual_stages, int64_t stage);
 
-// Micro-batches whose activations each stage holds at once (forwards not yet matched by their
-// backward), maximised over the step.
-std::vector<int64_t> peak_inflight(const Schedule& schedule);
+// Activations each device holds at once, in micro-batches of all its layers: a forward of a
+// virtual stage adds 1/v, the action that frees it (W when the backward is split, else B)
+// removes it. Maximised over the step, per device.
+std::vector<double> peak_inflight(const Schedule& schedule);
 
-ScheduleKind parse_schedule_kind(const std::string& name);  // "gpipe" | "1f1b"
+// "gpipe" | "1f1b" | "interleaved-1f1b" | "zb-h1" | "zbv"
+ScheduleKind parse_schedule_kind(const std::string& name);
 std::string to_string(ScheduleKind kind);
-std::string to_string(const Action& action);  // "F3", "B0"
+// "F3", "B0", "W2", "R1"; messages name their stages: "SEND_F3(0->1)", "RECV_B0(0<-1)".
+std::string to_string(const Action& action);
 
 }  // namespace gpipe

@@ -2,11 +2,11 @@
 //
 // Why this file exists: it predicts what the executor will do — step time, bubble, memory in
 // flight — from per-stage costs alone, and projects a measured single-machine profile onto K
-// devices that are not there. It reads the same Schedule the executor runs and follows the
-// executor's rules: a stage runs its actions in list order; F(m) waits for micro-batch m's
-// activations from the stage before; a checkpointed B(m) first replays the forward (R(m))
-// without waiting, then waits for the gradient from the stage after; a send does not block the
-// sender, and a link carries one message per direction at a time (latency + bytes / bandwidth).
+// devices that are not there. It reads the same lowered Schedule the executor runs and adds no
+// rule of its own: a device runs its list in order; a RECV waits for its SEND's message; a SEND
+// does not block the sender, and a link between two devices carries one message per direction
+// at a time (latency + bytes / bandwidth); a message between two virtual stages of one device
+// costs nothing.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -24,8 +24,8 @@ namespace gpipe {
 struct LinkModel {
   double latency_s = 0;          // per message
   double bandwidth_bytes_s = 0;  // 0 means infinite
-  // Bytes crossing boundary s -> s+1 per micro-batch (K-1 entries; the gradient going back has
-  // the same size). Empty means nothing to copy.
+  // Bytes crossing boundary s -> s+1 per micro-batch (one entry per boundary between virtual
+  // stages; the gradient going back has the same size). Empty means nothing to copy.
   std::vector<double> boundary_bytes;
 
   double transfer_s(int64_t boundary) const;
@@ -39,26 +39,37 @@ struct LinkModel {
 LinkModel link_preset(const std::string& name);
 
 struct SimulationCosts {
-  // Per stage, per micro-batch, in any time unit (seconds when the link model is used).
+  // Per virtual stage, per micro-batch, in any time unit (seconds when the link model is used).
   std::vector<double> forward;
-  std::vector<double> backward;
+  std::vector<double> backward;  // the whole backward, B and W together
   // Replay cost of a checkpointed forward; empty means equal to `forward`.
   std::vector<double> recompute;
+  // W's share of the backward where a schedule splits it (B takes the rest); `weight`, when
+  // given, is W's cost per stage instead.
+  double weight_fraction = 0.5;
+  std::vector<double> weight;
   LinkModel link;
 };
 
 struct SimulationResult {
   double step_time = 0;
   double bubble_fraction = 0;
-  std::vector<double> busy_per_stage;
-  std::vector<int64_t> peak_inflight_per_stage;
-  std::vector<TimelineEvent> events;  // start/duration in the costs' unit
+  std::vector<double> busy_per_stage;           // per device
+  std::vector<double> peak_inflight_per_stage;  // per device, as peak_inflight()
+  std::vector<TimelineEvent> events;  // compute actions; start/duration in the costs' unit
 };
 
-// Throws ConfigError when the costs do not fit the schedule's K, are negative or not finite,
-// or the schedule is invalid.
+// Simulates `schedule`, lowering it with `checkpoint` first unless it is already lowered.
+// Throws ConfigError when the costs do not fit the schedule's virtual stages, are negative or
+// not finite, or the schedule is invalid.
 SimulationResult simulate(const Schedule& schedule, const SimulationCosts& costs,
                           Checkpoint checkpoint = Checkpoint::kNever);
+
+// The schedule at unit costs (F = B = W = 1; a B that includes its W takes 2), one row per
+// device of 3-character cells: "F3", "B3", "W3", "R3", "." idle; lower case for a device's
+// second virtual stage. This is what the schedule headers draw.
+std::vector<std::string> draw_schedule(const Schedule& schedule,
+                                       Checkpoint checkpoint = Checkpoint::kNever);
 
 // Per-stage sums of per-layer costs under `balance`.
 std::vector<double> sum_by_stage(const std::vector<double>& layer_costs,

@@ -13,12 +13,14 @@
 
 #include <torch/torch.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "gpipe/device.h"
 #include "gpipe/layer.h"
 #include "gpipe/loss.h"
+#include "gpipe/weight_grad.h"
 
 namespace gpipe {
 
@@ -47,13 +49,18 @@ class Stage {
   // R(m): replays a checkpointed forward with grad on.
   void recompute(int64_t m);
   // B(m): backward from the received output gradients (ignored on the last stage, which starts
-  // from its loss). Returns the gradients of the stage's inputs and frees the micro-batch.
-  Activations backward(int64_t m, const Activations& grad_output);
+  // from its loss). Returns the gradients of the stage's inputs. With `defer_weights` the layers
+  // that can split queue their weight gradients for backward_weight(m) and the micro-batch stays
+  // held until then; otherwise it is freed.
+  Activations backward(int64_t m, const Activations& grad_output, bool defer_weights = false);
+  // W(m): the weight gradients a split B(m) deferred; frees the micro-batch.
+  void backward_weight(int64_t m);
   // Evaluation forward: no grad, nothing kept.
   Activations infer(int64_t m, const Activations& input);
 
-  // Sum of the weighted micro-batch losses of this step (last stage only).
-  double loss_sum() const { return loss_sum_; }
+  // Sum of the weighted micro-batch losses of this step (last stage only). Kept as a tensor
+  // while the step runs (no device sync per micro-batch); read once.
+  double loss_sum() const { return loss_sum_.defined() ? loss_sum_.item<double>() : 0.0; }
   // Drops whatever a failed step left behind.
   void clear();
 
@@ -76,12 +83,13 @@ class Stage {
     torch::Tensor target;
     double weight = 1.0;
     const LossFn* loss_fn = nullptr;
+    std::unique_ptr<WeightGradQueue> weight_grads;
     bool checkpointed = false;
     bool active = false;
   };
 
   // Runs every layer, each inside its LayerContext.
-  Activations run_layers(int64_t m, Activations x, bool recompute);
+  Activations run_layers(int64_t m, Activations x, bool recompute, int64_t weight_grad_token = 0);
   // The layers plus, on the last stage, the weighted loss.
   void run_forward(Pending& p, int64_t m, bool recompute);
   Pending& pending(int64_t m);
@@ -97,7 +105,7 @@ class Stage {
   int64_t step_ = 0;
   uint64_t seed_ = 0;
   std::vector<Pending> pending_;
-  double loss_sum_ = 0;
+  torch::Tensor loss_sum_;
 };
 
 }  // namespace gpipe

@@ -1,9 +1,9 @@
 // Timeline: every action of every stage, timed.
 //
 // Why this file exists: a pipeline's behaviour is only believable when it can be seen. Each F, B
-// and R (recompute) is recorded with its stage, step and micro-batch; a step exports as Chrome
-// trace JSON (Perfetto and chrome://tracing open it; one row per stage), and the measured bubble
-// fraction of a step is 1 - (mean over stages of busy time) / (step span).
+// W, R (recompute), SEND and RECV is recorded with its stage, step and micro-batch; a step exports
+// as Chrome trace JSON (Perfetto and chrome://tracing open it; one row per stage), and the measured
+// bubble fraction of a step is 1 - (mean over stages of busy time) / (step span).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -17,11 +17,13 @@ namespace gpipe {
 
 struct TimelineEvent {
   int64_t stage = 0;
-  std::string name;  // "F3", "B3", "R3"
+  std::string name;  // "F3", "B3", "W3", "R3"; "RECV_F3", "SEND_B3" for messages
   int64_t step = 0;
   int64_t microbatch = 0;
   double start_us = 0;  // since the timeline's origin
   double duration_us = 0;
+  int64_t virtual_stage = -1;  // the action's virtual stage, when known
+  bool communication = false;  // a SEND or RECV (waiting is not work: busy time skips it)
 
   double end_us() const { return start_us + duration_us; }
 };
@@ -34,7 +36,8 @@ class Timeline {
 
   // Thread-safe.
   void record(int64_t stage, std::string name, int64_t step, int64_t microbatch,
-              Clock::time_point start, Clock::time_point end);
+              Clock::time_point start, Clock::time_point end, int64_t virtual_stage = -1,
+              bool communication = false);
   void clear();
   std::vector<TimelineEvent> events() const;
   // Events of one step only.
@@ -54,7 +57,7 @@ class Timeline {
   std::vector<std::string> stage_names_;
 };
 
-// Busy time of each of `stages` stages over `events`.
+// Busy time of each of `stages` stages over `events` (compute only, not SEND/RECV).
 std::vector<double> busy_us(const std::vector<TimelineEvent>& events, int64_t stages);
 // Time from the first start to the last end of `events`.
 double span_us(const std::vector<TimelineEvent>& events);

@@ -19,9 +19,11 @@ namespace gpipe {
 
 enum class Direction { kForward, kBackward };
 
-// Identifies one message of a step. A stage receives exactly one message per key and sender.
+// Identifies one message of a step: from one virtual stage to its neighbour.
 struct MessageKey {
   int64_t step = 0;
+  int64_t from_stage = 0;
+  int64_t to_stage = 0;
   int64_t microbatch = 0;
   Direction direction = Direction::kForward;
 };
@@ -29,7 +31,8 @@ struct MessageKey {
 class Transport {
  public:
   virtual ~Transport() = default;
-  // Sends `tensors` from stage `from` to stage `to` (forward: to = from + 1; backward: from - 1).
+  // Sends `tensors` from device `from` to device `to` (the same device is allowed: the message
+  // is then delivered locally).
   virtual void send(int64_t from, int64_t to, const MessageKey& key, Activations tensors) = 0;
   // Blocks until the message arrives. Throws AbortedError once abort() has been called.
   virtual Activations recv(int64_t from, int64_t to, const MessageKey& key) = 0;
@@ -37,11 +40,11 @@ class Transport {
   virtual void abort(const std::string& reason) = 0;
   // Forgets undelivered messages and the abort before a new step.
   virtual void reset() = 0;
-  // Called by the executor before stage `stage` runs `actions` of step `step` (so a transport
-  // can post its receives ahead of need) and after it (to finish its sends).
-  virtual void begin_stage(int64_t stage, int64_t stages, const std::vector<Action>& actions,
-                           int64_t step, bool training) {}
-  virtual void end_stage(int64_t stage) {}
+  // Called by the executor before device `device` runs its list of the lowered `schedule` in
+  // step `step` (so a transport can post its receives ahead of need, in the order the peers
+  // send) and after it (to finish its sends).
+  virtual void begin_step(int64_t device, const Schedule& schedule, int64_t step) {}
+  virtual void end_step(int64_t device) {}
 };
 
 // In-process transport: a mailbox shared by the stage threads. Tensors are handed over as they
@@ -54,8 +57,9 @@ class LocalTransport final : public Transport {
   void reset() override;
 
  private:
-  using Address = std::tuple<int64_t, int64_t, int64_t, int64_t, int>;  // to, from, step, m, dir
-  static Address address(int64_t from, int64_t to, const MessageKey& key);
+  // from stage, to stage, step, micro-batch, direction
+  using Address = std::tuple<int64_t, int64_t, int64_t, int64_t, int>;
+  static Address address(const MessageKey& key);
 
   std::mutex mutex_;
   std::condition_variable cv_;

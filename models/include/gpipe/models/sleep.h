@@ -18,6 +18,8 @@ struct SleepOptions {
   TORCH_ARG(double, forward_ms);
   // Backward time as a multiple of forward time.
   TORCH_ARG(double, backward_factor) = 2.0;
+  // Share of the backward that is the weight gradient: deferred to W under zero-bubble schedules.
+  TORCH_ARG(double, weight_fraction) = 0.5;
 };
 
 LayerList make_sleep_model(const SleepOptions& options);

@@ -1,0 +1,54 @@
+// Trainer::resolve_balance: how many layers each device (and, with virtual stages, each virtual
+// stage) holds, from --balance or the exact partitioner (declared in trainer.h).
+#include "common/cli.h"
+#include "gpipe/errors.h"
+#include "gpipe/profile.h"
+#include "train/trainer.h"
+
+namespace gpipe::train {
+
+void Trainer::resolve_balance() {
+  const auto& o = options_;
+  if (!o.balance.empty()) {
+    balance_ = cli::parse_ints(o.balance, "--balance");
+    GPIPE_CHECK(o.partitions == 0 || o.partitions == static_cast<int64_t>(balance_.size()),
+                ConfigError, "--balance ", o.balance, " has ", balance_.size(),
+                " stages but --partitions is ", o.partitions);
+    return;
+  }
+  const int64_t K = o.partitions > 0 ? o.partitions : 1;
+  GPIPE_CHECK(K <= total_layers_, ConfigError, "--partitions ", K, " is larger than the model's ",
+              total_layers_, " layers");
+  const auto by = parse_balance_by(o.balance_by);
+  // Profiled costs differ from process to process; every rank must agree on the balance.
+  GPIPE_CHECK(!o.distributed || by == BalanceBy::kParams, ConfigError,
+              "--distributed needs --balance a,b,.. or --balance-by params (got --balance-by ",
+              o.balance_by, ", whose profile would differ between processes)");
+  // With v virtual stages per device the exact partitioner cuts K*v stages; each device's
+  // balance entry is then the sum of its stages.
+  const auto kind = parse_schedule_kind(o.schedule);
+  const int64_t v = o.virtual_stages > 0 ? o.virtual_stages : default_virtual_stages(kind);
+  const int64_t S = K * v;
+  GPIPE_CHECK(S <= total_layers_, ConfigError, "--partitions ", K, " x ", v,
+              " virtual stages is more stages than the model's ", total_layers_, " layers");
+  std::vector<int64_t> stages;
+  if (S == 1) {
+    stages = {total_layers_};
+  } else if (by == BalanceBy::kParams) {
+    // Counted layer by layer: no need to hold the model.
+    std::vector<double> costs;
+    for (int64_t count : builder_->layer_parameters())
+      costs.push_back(static_cast<double>(count));
+    stages = balance_by_cost(costs, S);
+  } else {
+    layers_ = builder_->build();
+    const auto sample = builder_->sample_batch((o.batch_size + o.chunks - 1) / o.chunks, o.seed);
+    stages = auto_balance(layers_, S, by, {sample.input});
+  }
+  balance_.assign(K, 0);
+  for (int64_t s = 0; s < S; ++s)
+    balance_[stage_device(kind, K, v, s)] += stages[s];
+  if (v > 1) stage_balance_ = stages;
+}
+
+}  // namespace gpipe::train
