@@ -11,6 +11,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-$root/build}/bin
 out=$root/results/schedules
+# Debian's interpreter has matplotlib (install_deps.sh); a python3 earlier on PATH may not.
+py=/usr/bin/python3
+[[ -x $py ]] || py=python3
 mkdir -p "$out"
 cd "$out"
 rm -f sim_*.json sleep_*.json mlp_*.json ./*.png
@@ -23,7 +26,7 @@ for s in $schedules; do
   "$bin/gpipe_sim" --layer-costs $costs --layer-backward-costs $backward --balance 2,2,2,2 \
     --chunks 8 --schedule "$s" --weight-fraction 0.5 --json "sim_${s}_K4_M8.json" \
     --trace "sim_${s}_K4_M8_trace.json" >/dev/null
-  python3 "$root/scripts/plot_schedule.py" "sim_${s}_K4_M8_trace.json" "sim_${s}_K4_M8.json" \
+  "$py" "$root/scripts/plot_schedule.py" "sim_${s}_K4_M8_trace.json" "sim_${s}_K4_M8.json" \
     "schedule_${s}_K4_M8.png"
   "$bin/gpipe_train" --model sleep --layers 8 --layer-ms 4 --partitions 4 --chunks 8 \
     --checkpoint never --schedule "$s" --steps 5 --json "sleep_${s}_K4_M8.json" \
@@ -33,7 +36,7 @@ for s in $schedules; do
     2>/dev/null
 done
 
-python3 - "$schedules" <<'PY'
+"$py" - "$schedules" <<'PY'
 import json, sys
 load = lambda f: json.load(open(f))
 schedules = sys.argv[1].split()
