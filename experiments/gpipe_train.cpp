@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
       if (!trainer.options().json.empty()) {
         auto json = result.to_json();
         json["config"] = trainer.options().to_json();
-        json["command"] = c10::Join(" ", std::vector<std::string>(argv, argv + argc));
+        json["command"] = cli::command_line(argc, argv);
         write_json_file(trainer.options().json, json);
       }
       return cli::kExitOk;
