@@ -8,15 +8,6 @@
 namespace gpipe {
 namespace {
 
-Action message(ActionKind kind, int64_t stage, int64_t m, int64_t peer) {
-  Action a;
-  a.kind = kind;
-  a.stage = stage;
-  a.microbatch = m;
-  a.peer = peer;
-  return a;
-}
-
 // What a (stage, micro-batch) has done so far on its device, in list order.
 struct Progress {
   int forward = 0, backward = 0, weight = 0, recompute = 0;
@@ -175,16 +166,16 @@ Schedule lower(const Schedule& compute, Checkpoint checkpoint) {
       const int64_t s = a.stage, m = a.microbatch;
       if (a.kind == ActionKind::kForward) {
         a.checkpoint = !compute.forward_only && is_checkpointed(checkpoint, m, M);
-        if (s > 0) lowered.push_back(message(ActionKind::kRecvForward, s, m, s - 1));
+        if (s > 0) lowered.push_back(Action{ActionKind::kRecvForward, s, m, s - 1});
         lowered.push_back(a);
-        if (s < last) lowered.push_back(message(ActionKind::kSendForward, s, m, s + 1));
+        if (s < last) lowered.push_back(Action{ActionKind::kSendForward, s, m, s + 1});
       } else if (a.kind == ActionKind::kBackward) {
         if (is_checkpointed(checkpoint, m, M)) {
-          lowered.push_back(message(ActionKind::kRecompute, s, m, -1));
+          lowered.push_back(Action{ActionKind::kRecompute, s, m, -1});
         }
-        if (s < last) lowered.push_back(message(ActionKind::kRecvBackward, s, m, s + 1));
+        if (s < last) lowered.push_back(Action{ActionKind::kRecvBackward, s, m, s + 1});
         lowered.push_back(a);
-        if (s > 0) lowered.push_back(message(ActionKind::kSendBackward, s, m, s - 1));
+        if (s > 0) lowered.push_back(Action{ActionKind::kSendBackward, s, m, s - 1});
       } else {
         lowered.push_back(a);
       }

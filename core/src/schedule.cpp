@@ -12,20 +12,12 @@ std::vector<std::vector<Action>> zbv_actions(int64_t devices, int64_t microbatch
 
 namespace {
 
-Action compute(ActionKind kind, int64_t stage, int64_t m) {
-  Action a;
-  a.kind = kind;
-  a.stage = stage;
-  a.microbatch = m;
-  return a;
-}
-
 std::vector<Action> gpipe_device(int64_t microbatches, int64_t stage) {
   std::vector<Action> actions;
   for (int64_t m = 0; m < microbatches; ++m)
-    actions.push_back(compute(ActionKind::kForward, stage, m));
+    actions.push_back(Action{ActionKind::kForward, stage, m});
   for (int64_t m = microbatches - 1; m >= 0; --m)
-    actions.push_back(compute(ActionKind::kBackward, stage, m));
+    actions.push_back(Action{ActionKind::kBackward, stage, m});
   return actions;
 }
 
@@ -35,13 +27,13 @@ std::vector<Action> one_f_one_b_device(int64_t stage, int64_t stages, int64_t mi
   int64_t next_forward = 0;
   int64_t next_backward = 0;
   for (; next_forward < warmup; ++next_forward)
-    actions.push_back(compute(ActionKind::kForward, stage, next_forward));
+    actions.push_back(Action{ActionKind::kForward, stage, next_forward});
   while (next_forward < microbatches) {
-    actions.push_back(compute(ActionKind::kForward, stage, next_forward++));
-    actions.push_back(compute(ActionKind::kBackward, stage, next_backward++));
+    actions.push_back(Action{ActionKind::kForward, stage, next_forward++});
+    actions.push_back(Action{ActionKind::kBackward, stage, next_backward++});
   }
   while (next_backward < microbatches)
-    actions.push_back(compute(ActionKind::kBackward, stage, next_backward++));
+    actions.push_back(Action{ActionKind::kBackward, stage, next_backward++});
   return actions;
 }
 
@@ -52,11 +44,11 @@ std::vector<Action> zb_h1_device(int64_t stage, int64_t stages, int64_t microbat
   for (const auto& a : one_f_one_b_device(stage, stages, microbatches)) {
     actions.push_back(a);
     if (a.kind == ActionKind::kBackward && a.microbatch - stage >= 0) {
-      actions.push_back(compute(ActionKind::kWeight, stage, next_weight++));
+      actions.push_back(Action{ActionKind::kWeight, stage, next_weight++});
     }
   }
   while (next_weight < microbatches)
-    actions.push_back(compute(ActionKind::kWeight, stage, next_weight++));
+    actions.push_back(Action{ActionKind::kWeight, stage, next_weight++});
   return actions;
 }
 
@@ -68,7 +60,7 @@ std::vector<Action> interleaved_device(int64_t device, int64_t K, int64_t M, int
     const int64_t round = (k / K) % v;
     const int64_t chunk = backward ? v - 1 - round : round;
     const int64_t m = (k / (K * v)) * K + k % K;
-    return compute(backward ? ActionKind::kBackward : ActionKind::kForward, chunk * K + device, m);
+    return Action{backward ? ActionKind::kBackward : ActionKind::kForward, chunk * K + device, m};
   };
   const int64_t warmup = std::min((K - device - 1) * 2 + (v - 1) * K, total);
   std::vector<Action> actions;
@@ -179,7 +171,7 @@ Schedule make_forward_schedule(ScheduleKind kind, int64_t K, int64_t M, int64_t 
   for (int64_t d = 0; d < K; ++d) {
     std::sort(order[d].begin(), order[d].end());
     for (const auto& [key, s, m] : order[d])
-      schedule.actions[d].push_back(compute(ActionKind::kForward, s, m));
+      schedule.actions[d].push_back(Action{ActionKind::kForward, s, m});
   }
   return schedule;
 }

@@ -22,11 +22,7 @@ std::vector<std::vector<Action>> zbv_actions(int64_t K, int64_t M) {
   std::vector<std::deque<std::pair<int64_t, int64_t>>> owed_w(K);
   std::vector<std::vector<Action>> actions(K);
   auto emit = [&](int64_t d, ActionKind kind, int64_t s, int64_t m) {
-    Action a;
-    a.kind = kind;
-    a.stage = s;
-    a.microbatch = m;
-    actions[d].push_back(a);
+    actions[d].push_back(Action{kind, s, m});
     clock[d] += 1;
   };
   auto run_w = [&](int64_t d) {

@@ -1,7 +1,11 @@
 # The table drivers (scaling_table, max_model_size): their logic in a GoogleTest program, their
 # command lines through expect_exit.sh. Included from CMakeLists.txt, which defines
 # gpipe_cli_test and ${bin}.
-gpipe_test(tables_tests SOURCES test_tables.cpp DEPS gpipe_tables)
+gpipe_test(tables_tests SOURCES test_tables.cpp DEPS gpipe_tables gpipe_models)
+if(TARGET tables_tests)
+  # One EXPECT_CONFIG_ERROR for every suite: the engine tests' test_util.h.
+  target_include_directories(tables_tests PRIVATE ${PROJECT_SOURCE_DIR}/core/tests)
+endif()
 gpipe_cli_test(scaling_help 0 "normalised to naive-2" ${bin}/scaling_table --help)
 gpipe_cli_test(scaling_k_exceeds_layers 2 "K=64 is larger than the" ${bin}/scaling_table --partitions 2,64)
 gpipe_cli_test(scaling_m_does_not_divide_n 2 "M=3 must divide" ${bin}/scaling_table --chunks 1,3)

@@ -18,20 +18,12 @@
 #include "tables/scaling.h"
 #include "tables/size_search.h"
 #include "tables/workload.h"
+#include "test_util.h"
 
 namespace gpipe::tables {
 namespace {
 
-// Expects `statement` to throw ConfigError whose message contains `needle`.
-#define EXPECT_CONFIG_ERROR(statement, needle)                                      \
-  do {                                                                              \
-    try {                                                                           \
-      statement;                                                                    \
-      ADD_FAILURE() << "expected ConfigError containing '" << (needle) << "'";      \
-    } catch (const ConfigError& e) {                                                \
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what(); \
-    }                                                                               \
-  } while (false)
+// EXPECT_CONFIG_ERROR comes from the engine tests' test_util.h.
 
 // ---- the paper's figures --------------------------------------------------------------------
 
