@@ -17,6 +17,7 @@ struct ProcessGroupTransport::Receiver {
   std::deque<std::pair<MessageKey, int64_t>> queue;  // key, sequence number
   std::thread thread;
   bool stop = false;
+  c10::intrusive_ptr<c10d::Work> pending;  // the receive in progress, so closing can abort it
 };
 
 ProcessGroupTransport::ProcessGroupTransport(Context& context) : context_(context) {}
@@ -24,19 +25,16 @@ ProcessGroupTransport::ProcessGroupTransport(Context& context) : context_(contex
 ProcessGroupTransport::~ProcessGroupTransport() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& [peer, receiver] : receivers_)
+    for (auto& [peer, receiver] : receivers_) {
       receiver->stop = true;
-  }
-  cv_.notify_all();
-  for (auto& [peer, receiver] : receivers_) {
-    // A receiver blocked inside a receive whose peer is gone cannot be interrupted; the process
-    // is ending with an error in that case, so let it go.
-    if (context_.aborted()) {
-      receiver->thread.detach();
-    } else {
-      receiver->thread.join();
+      // A receive whose peer is gone would block until the timeout: abort it so that the
+      // thread, which refers to this transport, can be joined now.
+      if (receiver->pending) receiver->pending->abort();
     }
   }
+  cv_.notify_all();
+  for (auto& [peer, receiver] : receivers_)
+    receiver->thread.join();
 }
 
 int ProcessGroupTransport::tag(int64_t step, int64_t sequence, int piece) {
@@ -108,21 +106,40 @@ void ProcessGroupTransport::send(int64_t from, int64_t to, const MessageKey& key
 
 Activations ProcessGroupTransport::receive_message(int64_t peer, const MessageKey& key,
                                                    int64_t sequence) {
+  Receiver* r = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    r = receivers_.at(peer).get();
+  }
+  Receiver& receiver = *r;
   auto& group = context_.pipeline_group();
   const int global = context_.global_rank(peer);
+  auto closing = [&] {
+    std::lock_guard<std::mutex> lock(mutex_);
+    receiver.pending.reset();
+    return receiver.stop;
+  };
   auto wait = [&](std::vector<at::Tensor>& tensors, int piece) {
+    bool completed = false;
     try {
       auto work = group.recv(tensors, static_cast<int>(peer), tag(key.step, sequence, piece));
-      work->wait(context_.timeout());
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        receiver.pending = work;
+        if (receiver.stop) work->abort();
+      }
+      completed = work->wait(context_.timeout());
     } catch (const DistributedError&) {
       throw;
     } catch (const std::exception& e) {
+      if (closing()) throw AbortedError("the transport is closing");
       context_.fail(c10::str("waiting for ",
                              key.direction == Direction::kForward ? "activations" : "gradients",
                              " of micro-batch ", key.microbatch, " of step ", key.step, " from ",
                              context_.describe(global), ": ", std::string(e.what()).substr(0, 300)),
                     global);
     }
+    if (closing() || !completed) throw AbortedError("the transport is closing");
   };
   std::vector<at::Tensor> header{torch::empty({kHeaderSize}, torch::kLong)};
   wait(header, 0);
