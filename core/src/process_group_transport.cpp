@@ -150,14 +150,25 @@ Activations ProcessGroupTransport::receive_message(int64_t peer, const MessageKe
               context_.describe(global));
   Activations out;
   int piece = 1;
+  // Every field is checked before use: a corrupt header ends the step naming the sender.
+  auto corrupt = [&](const char* what) {
+    return c10::str("corrupt message header from ", context_.describe(global), ": ", what);
+  };
   for (int64_t i = 0; i < count; ++i) {
+    GPIPE_CHECK(at + 3 <= kHeaderSize, Error, corrupt("more tensors than the header holds"));
     if (h[at++] == 0) {
       out.emplace_back();
       continue;
     }
-    const auto dtype = static_cast<c10::ScalarType>(h[at++]);
+    const int64_t type = h[at++];
+    GPIPE_CHECK(type >= 0 && type < static_cast<int64_t>(c10::ScalarType::NumOptions), Error,
+                corrupt("unknown dtype"));
+    const auto dtype = static_cast<c10::ScalarType>(type);
     const int64_t dims = h[at++];
+    GPIPE_CHECK(dims >= 0 && at + dims <= kHeaderSize, Error, corrupt("bad dimension count"));
     std::vector<int64_t> sizes(h + at, h + at + dims);
+    for (int64_t d : sizes)
+      GPIPE_CHECK(d >= 0, Error, corrupt("negative size"));
     at += dims;
     std::vector<at::Tensor> data{torch::empty(sizes, torch::TensorOptions().dtype(dtype))};
     wait(data, piece++);
