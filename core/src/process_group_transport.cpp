@@ -181,11 +181,11 @@ void ProcessGroupTransport::begin_step(int64_t device, const Schedule& schedule,
   std::lock_guard<std::mutex> lock(mutex_);
   send_sequence_.clear();
   for (int64_t peer = 0; peer < schedule.devices; ++peer) {
+    if (peer == device) continue;  // delivered locally, nothing to number
     // Messages between `device` and `peer`, numbered in the sender's list order.
     for (const bool outgoing : {true, false}) {
       const int64_t sender = outgoing ? device : peer;
       const int64_t receiver_device = outgoing ? peer : device;
-      if (peer == device) continue;
       int64_t sequence = 0;
       for (const auto& a : schedule.actions[sender]) {
         const bool forward = a.kind == ActionKind::kSendForward;

@@ -127,11 +127,6 @@ Activations Stage::forward(int64_t m, const Activations& input, bool checkpoint,
   return out;
 }
 
-bool Stage::needs_recompute(int64_t m) const {
-  return m >= 0 && m < static_cast<int64_t>(pending_.size()) && pending_[m].active &&
-         pending_[m].checkpointed;
-}
-
 void Stage::recompute(int64_t m) {
   auto& p = pending(m);
   GPIPE_CHECK(p.active && p.checkpointed, ConfigError, "stage ", index_, ": R", m,

@@ -44,8 +44,6 @@ class Stage {
   Activations forward(int64_t m, const Activations& input, bool checkpoint,
                       const torch::Tensor& target = {}, double weight = 1.0,
                       const LossFn* loss = nullptr);
-  // Whether B(m) must first replay the forward.
-  bool needs_recompute(int64_t m) const;
   // R(m): replays a checkpointed forward with grad on.
   void recompute(int64_t m);
   // B(m): backward from the received output gradients (ignored on the last stage, which starts
