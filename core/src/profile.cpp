@@ -7,6 +7,7 @@
 
 #include "gpipe/errors.h"
 #include "gpipe/memory.h"
+#include "gpipe/weight_grad.h"
 
 namespace gpipe {
 namespace {
@@ -56,34 +57,47 @@ std::vector<LayerProfile> profile_layers(const LayerList& layers, const Activati
       for (const auto& p : layer.parameters()) {
         profile.parameter_bytes += static_cast<int64_t>(p.numel() * p.element_size());
       }
-      std::vector<double> forward, backward;
+      std::vector<double> forward, backward, weight;
       Activations output;
       for (int run = 0; run < options.warmup() + options.iterations(); ++run) {
         output.clear();  // the previous run's output must not be counted against this one
         const auto input = detach_for_stage(x, torch_device, /*requires_grad=*/i > 0);
         const int64_t before = memory::stats(device).current_bytes;
+        WeightGradQueue weight_grads;
+        weight_grads.set_deferring(true);
         LayerContext context;
         context.layer = static_cast<int64_t>(i);
+        context.weight_grad_token = weight_grads.token();
         LayerContextGuard guard(&context);
         auto start = std::chrono::steady_clock::now();
         output = layer.forward(input);
         if (device.is_cuda()) torch::cuda::synchronize();
         const double f = elapsed_ms(start);
-        const int64_t kept = memory::stats(device).current_bytes - before;
+        const int64_t after_forward = memory::stats(device).current_bytes;
+        memory::reset_peak(device);
         start = std::chrono::steady_clock::now();
         backward_all(output);
         if (device.is_cuda()) torch::cuda::synchronize();
         const double b = elapsed_ms(start);
+        const bool deferred = !weight_grads.empty();
+        start = std::chrono::steady_clock::now();
+        weight_grads.run();
+        if (device.is_cuda()) torch::cuda::synchronize();
+        const double w = deferred ? elapsed_ms(start) : 0.0;
         if (run >= options.warmup()) {
           forward.push_back(f);
-          backward.push_back(b);
-          profile.activation_bytes = std::max<int64_t>(profile.activation_bytes, kept);
+          backward.push_back(b + w);
+          weight.push_back(w);
+          profile.activation_bytes = std::max(profile.activation_bytes, after_forward - before);
+          profile.backward_bytes =
+              std::max(profile.backward_bytes, memory::stats(device).peak_bytes - after_forward);
         }
       }
       for (auto& p : layer.parameters())
         p.mutable_grad().reset();
       profile.forward_ms = median(forward);
       profile.backward_ms = median(backward);
+      profile.weight_ms = median(weight);
       x.clear();
       for (const auto& t : output)
         x.push_back(t.defined() ? t.detach() : t);

@@ -48,11 +48,11 @@ std::vector<int64_t> parse_ints(const std::string& text, const std::string& flag
       text, flag, [](const std::string& s, size_t* used) { return std::stoll(s, used); });
 }
 
-std::vector<std::string> parse_strings(const std::string& text) {
+std::vector<std::string> parse_strings(const std::string& text, char separator) {
   std::vector<std::string> values;
   std::stringstream stream(text);
   std::string item;
-  while (std::getline(stream, item, ',')) {
+  while (std::getline(stream, item, separator)) {
     if (!item.empty()) values.push_back(item);
   }
   return values;

@@ -21,7 +21,7 @@ constexpr int kExitBadInput = 2;
 // "1,2.5,3" -> {1, 2.5, 3}. Throws ConfigError naming `flag` and the bad item.
 std::vector<double> parse_doubles(const std::string& text, const std::string& flag);
 std::vector<int64_t> parse_ints(const std::string& text, const std::string& flag);
-std::vector<std::string> parse_strings(const std::string& text);
+std::vector<std::string> parse_strings(const std::string& text, char separator = ',');
 
 // Logs to stderr with a short pattern; "debug" | "info" | "warn" | "error".
 void setup_logging(const std::string& level = "info");

@@ -33,15 +33,19 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 
 LayerCosts measure_layer_costs(const LayerList& layers, const models::SampleBatch& sample,
                                const LossFn& loss, const DeviceSpec& device,
-                               const std::string& optimizer, const ProfileOptions& options) {
+                               const Pipeline::OptimizerFactory& optimizer,
+                               const ProfileOptions& options) {
   GPIPE_CHECK(!layers.empty(), ConfigError, "measuring layer costs needs at least one layer");
   LayerCosts costs;
   costs.microbatch = sample.input.size(0);
   for (const auto& profile : profile_layers(layers, {sample.input}, device, options)) {
     costs.forward_ms.push_back(profile.forward_ms);
     costs.backward_ms.push_back(profile.backward_ms);
+    costs.weight_ms.push_back(profile.weight_ms);
+    costs.parameter_bytes.push_back(static_cast<double>(profile.parameter_bytes));
+    costs.activation_bytes.push_back(static_cast<double>(profile.activation_bytes));
+    costs.backward_bytes.push_back(static_cast<double>(profile.backward_bytes));
   }
-  const auto factory = make_optimizer(optimizer);
   const int runs = options.warmup() + options.iterations();
   DeviceWorker worker(device, options.threads());
   worker.run([&] {
@@ -85,7 +89,7 @@ LayerCosts measure_layer_costs(const LayerList& layers, const models::SampleBatc
       }
       for (auto& p : params)
         p.mutable_grad() = torch::ones_like(p);
-      auto opt = factory(params);
+      auto opt = optimizer(params);
       opt->step();
       std::vector<double> times;
       for (int run = 0; run < runs; ++run) {
@@ -134,6 +138,7 @@ SimulationCosts stage_costs_ms(const LayerCosts& costs, const std::vector<int64_
   SimulationCosts sim;
   sim.forward = sum_by_stage(costs.forward_ms, balance);
   sim.backward = sum_by_stage(costs.backward_ms, balance);
+  if (!costs.weight_ms.empty()) sim.weight = sum_by_stage(costs.weight_ms, balance);
   sim.recompute = sim.forward;
   sim.forward.back() += costs.loss_forward_ms;
   sim.backward.back() += costs.loss_backward_ms;

@@ -18,6 +18,7 @@
 #include "gpipe/layer.h"
 #include "gpipe/loss.h"
 #include "gpipe/models/model.h"
+#include "gpipe/pipeline.h"
 #include "gpipe/profile.h"
 #include "gpipe/simulator.h"
 
@@ -26,11 +27,15 @@ namespace gpipe::tables {
 // Per-layer costs of one model at one micro-batch size, in milliseconds.
 struct LayerCosts {
   int64_t microbatch = 0;
-  std::vector<double> forward_ms;  // forward with autograd recording (also the recompute cost)
-  std::vector<double> backward_ms;
+  std::vector<double> forward_ms;    // forward with autograd recording (also the recompute cost)
+  std::vector<double> backward_ms;   // the whole backward, B and W
+  std::vector<double> weight_ms;     // W's part of backward_ms (profile.h); empty: unknown
   std::vector<double> update_ms;     // the optimizer step over the layer's parameters
   std::vector<double> output_bytes;  // what the layer sends on, per micro-batch
-  double loss_forward_ms = 0;        // the loss on the last layer's output
+  std::vector<double> parameter_bytes;
+  std::vector<double> activation_bytes;  // what the forward keeps for the backward (profile.h)
+  std::vector<double> backward_bytes;    // what the backward needs on top, at its peak
+  double loss_forward_ms = 0;            // the loss on the last layer's output
   double loss_backward_ms = 0;
 
   int64_t num_layers() const { return static_cast<int64_t>(forward_ms.size()); }
@@ -43,7 +48,8 @@ struct LayerCosts {
 // `options.iterations()` runs after `options.warmup()`.
 LayerCosts measure_layer_costs(const LayerList& layers, const models::SampleBatch& sample,
                                const LossFn& loss, const DeviceSpec& device,
-                               const std::string& optimizer, const ProfileOptions& options);
+                               const Pipeline::OptimizerFactory& optimizer,
+                               const ProfileOptions& options);
 
 // Exact min-max partition of the layers' forward+backward time into K stages. Throws ConfigError
 // naming K and the layer count when K is larger than the number of layers, or K < 1.
@@ -54,8 +60,8 @@ std::vector<int64_t> balance_by_time(const LayerCosts& costs, int64_t K);
 LinkModel link_in_ms(const LinkModel& link_seconds, const LayerCosts& costs,
                      const std::vector<int64_t>& balance);
 
-// Per-stage simulator costs of `balance`: forward, backward and recompute (the forward again)
-// summed over each stage's layers; the last stage adds the loss.
+// Per-stage simulator costs of `balance`: forward, backward, its weight-gradient part W and
+// recompute (the forward again) summed over each stage's layers; the last stage adds the loss.
 SimulationCosts stage_costs_ms(const LayerCosts& costs, const std::vector<int64_t>& balance,
                                const LinkModel& link_seconds);
 

@@ -260,7 +260,7 @@ ScalingResult run_scaling(const ScalingOptions& options) {
           const CpuMeter cpu;
           costs_cache[costs_key] =
               measure_layer_costs(layers, builder->sample_batch(micro, /*seed=*/2), builder->loss(),
-                                  profile_device, optimizer, options.profile);
+                                  profile_device, make_optimizer(optimizer), options.profile);
           const auto& c = costs_cache[costs_key];
           double forward = c.loss_forward_ms, backward = c.loss_backward_ms, update = 0;
           for (int64_t i = 0; i < c.num_layers(); ++i) {

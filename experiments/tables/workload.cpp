@@ -96,6 +96,13 @@ TrainingMeasurement measure_training(const models::ModelBuilder& builder,
                                      const models::SampleBatch& batch, const RunShape& shape,
                                      const std::string& optimizer, int warmup, int steps,
                                      uint64_t seed) {
+  return measure_training(builder, batch, shape, make_optimizer(optimizer), warmup, steps, seed);
+}
+
+TrainingMeasurement measure_training(const models::ModelBuilder& builder,
+                                     const models::SampleBatch& batch, const RunShape& shape,
+                                     const Pipeline::OptimizerFactory& optimizer, int warmup,
+                                     int steps, uint64_t seed) {
   GPIPE_CHECK(warmup >= 0 && steps >= 1, ConfigError,
               "measuring needs warmup >= 0 and steps >= 1, got ", warmup, " and ", steps);
   GPIPE_CHECK(warmup + steps >= 2, ConfigError,
@@ -104,10 +111,13 @@ TrainingMeasurement measure_training(const models::ModelBuilder& builder,
   options.chunks(shape.chunks)
       .checkpoint(shape.checkpoint)
       .threads_per_device(shape.threads_per_device)
+      .schedule(shape.schedule)
+      .virtual_stages(shape.virtual_stages)
+      .stage_balance(shape.stage_balance)
       .seed(seed);
   if (!shape.devices.empty()) options.devices(shape.devices);
   Pipeline pipeline(builder.build(), options, builder.loss());
-  pipeline.set_optimizer(make_optimizer(optimizer));
+  pipeline.set_optimizer(optimizer);
 
   TrainingMeasurement result;
   std::optional<CpuMeter> cpu;

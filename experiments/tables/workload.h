@@ -35,6 +35,9 @@ struct RunShape {
   int64_t chunks = 1;                // M
   Checkpoint checkpoint = Checkpoint::kNever;
   int threads_per_device = 1;  // intra-op threads of each stage's worker
+  ScheduleKind schedule = ScheduleKind::kGPipe;
+  int64_t virtual_stages = 0;          // 0: the schedule's default
+  std::vector<int64_t> stage_balance;  // layers per virtual stage when v > 1; empty: even split
 };
 
 // Who used the CPU while something ran: this process, and everything else on the machine
@@ -76,6 +79,11 @@ TrainingMeasurement measure_training(const models::ModelBuilder& builder,
                                      const models::SampleBatch& batch, const RunShape& shape,
                                      const std::string& optimizer, int warmup, int steps,
                                      uint64_t seed = 1);
+// The same with any optimizer factory (gpipe_plan measures with the trainer's own).
+TrainingMeasurement measure_training(const models::ModelBuilder& builder,
+                                     const models::SampleBatch& batch, const RunShape& shape,
+                                     const Pipeline::OptimizerFactory& optimizer, int warmup,
+                                     int steps, uint64_t seed = 1);
 
 // Physical memory of this machine, in bytes (0 if unknown).
 int64_t physical_memory_bytes();

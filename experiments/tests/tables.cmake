@@ -18,3 +18,18 @@ gpipe_cli_test(max_size_k_exceeds_layers 2 "pipeline-64 needs a model of at leas
 gpipe_cli_test(max_size_bad_budget 2 "unknown unit 'XB'" ${bin}/max_model_size --memory-budget 12XB)
 gpipe_cli_test(max_size_budget_over_machine 2 "more than this machine's" ${bin}/max_model_size --memory-budget 64GiB)
 gpipe_cli_test(max_size_unknown_config 2 "unknown configuration 'turbo-8'" ${bin}/max_model_size --configs naive-1,turbo-8)
+
+# The planner (experiments/plan) and gpipe_plan / gpipe_train --plan auto.
+gpipe_test(plan_tests SOURCES test_plan.cpp DEPS gpipe_trainer)
+if(TARGET plan_tests)
+  target_include_directories(plan_tests PRIVATE ${PROJECT_SOURCE_DIR}/core/tests)
+endif()
+set(tiny_mlp --model mlp --layers 4 --width 32 --batch-size 8 --max-chunks 4)
+gpipe_cli_test(plan_help 0 "--memory-per-device" ${bin}/gpipe_plan --help)
+gpipe_cli_test(plan_ranks 0 "best: build/bin/gpipe_train" ${bin}/gpipe_plan ${tiny_mlp})
+gpipe_cli_test(plan_nothing_fits 2 "the smallest needs" ${bin}/gpipe_plan ${tiny_mlp} --memory-per-device 1KiB)
+gpipe_cli_test(plan_bad_budget 2 "unknown unit 'XB'" ${bin}/gpipe_plan ${tiny_mlp} --memory-per-device 3XB)
+gpipe_cli_test(plan_bad_grid 2 "unknown plan key 'Z'" ${bin}/gpipe_plan ${tiny_mlp} --grid "K=1;Z=2")
+gpipe_cli_test(train_plan_auto 0 "--plan auto chose" ${bin}/gpipe_train --model mlp --layers 4 --width 32 --batch-size 8 --steps 2 --plan auto --memory-per-device 64MiB)
+gpipe_cli_test(train_plan_unknown 2 "--plan fastest is not a plan" ${bin}/gpipe_train --plan fastest --steps 1)
+gpipe_cli_test(train_plan_nothing_fits 2 "no plan fits" ${bin}/gpipe_train --model mlp --layers 4 --batch-size 8 --steps 1 --plan auto --memory-per-device 1KiB)

@@ -465,9 +465,9 @@ TEST(Workload, TheCpuMeterSeesThisProcessWorking) {
 
 TEST(Projection, LayerCostsOfARealModelFeedAProjection) {
   const auto builder = models::make_model(tiny_transformer(2));
-  const auto costs = measure_layer_costs(builder->build(), builder->sample_batch(2, 3),
-                                         builder->loss(), DeviceSpec::parse("cpu:0"), "adam",
-                                         ProfileOptions().warmup(0).iterations(1).threads(1));
+  const auto costs = measure_layer_costs(
+      builder->build(), builder->sample_batch(2, 3), builder->loss(), DeviceSpec::parse("cpu:0"),
+      make_optimizer("adam"), ProfileOptions().warmup(0).iterations(1).threads(1));
   ASSERT_EQ(costs.num_layers(), builder->num_layers());
   EXPECT_EQ(costs.microbatch, 2);
   for (int64_t i = 0; i < costs.num_layers(); ++i) {

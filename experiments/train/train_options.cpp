@@ -11,26 +11,8 @@
 namespace gpipe::train {
 
 nlohmann::json TrainOptions::to_json() const {
-  const auto& m = model;
   return {
-      {"model",
-       {{"name", m.name},
-        {"layers", m.layers},
-        {"filters", m.filters},
-        {"classes", m.classes},
-        {"image_size", m.image_size},
-        {"channels", m.channels},
-        {"stem_stride", m.stem_stride},
-        {"d_model", m.d_model},
-        {"ffn", m.ffn},
-        {"heads", m.heads},
-        {"vocab", m.vocab},
-        {"seq_len", m.seq_len},
-        {"dropout", m.dropout},
-        {"drop_path", m.drop_path},
-        {"width", m.width},
-        {"in_features", m.in_features},
-        {"layer_ms", m.layer_ms}}},
+      {"model", models::to_json(model)},
       {"dataset", dataset},
       {"data_dir", data_dir},
       {"balance", balance},
@@ -40,6 +22,9 @@ nlohmann::json TrainOptions::to_json() const {
       {"checkpoint", checkpoint},
       {"schedule", schedule},
       {"virtual_stages", virtual_stages},
+      {"stage_balance", stage_balance},
+      {"plan", plan},
+      {"memory_per_device", memory_per_device},
       {"devices", devices},
       {"distributed", distributed},
       {"batch_size", batch_size},
@@ -108,9 +93,18 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   opt(pipe, "--virtual-stages", o.virtual_stages,
       "v stages per device for interleaved-1f1b (default 2) and zbv (2); each --balance entry "
       "must be a multiple of v");
+  opt(pipe, "--stage-balance", o.stage_balance,
+      "layers per virtual stage in stage order (K*v entries), for v > 1; sets --balance");
   opt(pipe, "--devices", o.devices, "one per stage: cpu:0,cpu:1 or cuda:0,cuda:1");
   opt(pipe, "--threads-per-device", o.threads_per_device,
       "intra-op threads per device (0: 1 when K > 1, all cores when K = 1)");
+
+  const char* plan = "Planning";
+  opt(plan, "--plan", o.plan,
+      "auto: measure the model and run the fastest configuration that fits --memory-per-device "
+      "(sets K, balance, M, schedule, v, checkpoint and threads; see gpipe_plan)");
+  opt(plan, "--memory-per-device", o.memory_per_device,
+      "memory of each device for planning, e.g. 512MiB, 8GiB (empty: no limit)");
 
   const char* dist = "Distributed";
   app.add_flag("--distributed", o.distributed,

@@ -36,8 +36,12 @@ struct TrainOptions {
   std::string checkpoint = "except_last";  // re-materialisation
   std::string schedule = "gpipe";          // gpipe | 1f1b | interleaved-1f1b | zb-h1 | zbv
   int64_t virtual_stages = 0;              // v per device; 0: the schedule's default
+  std::string stage_balance;               // "a,b,..": layers per virtual stage (K*v entries)
   std::string devices;                     // "cpu:0,cpu:1"; default cpu:0..K-1
   int64_t threads_per_device = 0;
+  // "auto": the best plan of gpipe_plan (plan/planner.h) for memory_per_device sets the above.
+  std::string plan;
+  std::string memory_per_device;  // "8GiB"; empty: no limit
 
   // Distributed: stages in separate processes (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
   bool distributed = false;

@@ -72,6 +72,7 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   builder_ = models::make_model(o.model);
   data_->set_model(builder_.get());
   total_layers_ = builder_->num_layers();
+  if (!o.plan.empty()) choose_plan();
   resolve_balance();
 
   PipelineOptions pipe_options(balance_);

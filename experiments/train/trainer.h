@@ -72,6 +72,8 @@ class Trainer {
   bool reports() const { return context_ == nullptr || context_->rank() == 0; }
 
  private:
+  // --plan auto: the planner's best plan for --memory-per-device sets the pipeline flags.
+  void choose_plan();
   void resolve_balance();
   void restore();
   std::optional<Evaluation> evaluate(int64_t epoch, int64_t step);

@@ -56,6 +56,26 @@ SampleBatch sample_batch(const ModelConfig& config, int64_t batch_size, uint64_t
   return make_model(config)->sample_batch(batch_size, seed);
 }
 
+nlohmann::json to_json(const ModelConfig& m) {
+  return {{"name", m.name},
+          {"layers", m.layers},
+          {"filters", m.filters},
+          {"classes", m.classes},
+          {"image_size", m.image_size},
+          {"channels", m.channels},
+          {"stem_stride", m.stem_stride},
+          {"d_model", m.d_model},
+          {"ffn", m.ffn},
+          {"heads", m.heads},
+          {"vocab", m.vocab},
+          {"seq_len", m.seq_len},
+          {"dropout", m.dropout},
+          {"drop_path", m.drop_path},
+          {"width", m.width},
+          {"in_features", m.in_features},
+          {"layer_ms", m.layer_ms}};
+}
+
 ModelConfig small_config(const std::string& name) {
   ModelConfig config;
   config.name = name;

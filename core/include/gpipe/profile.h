@@ -3,7 +3,8 @@
 // Why this file exists: balancing a pipeline by time or by memory needs each layer's cost as
 // measured on the device it will run on. profile_layers runs every layer, in order, on one
 // sample micro-batch, on a worker thread bound to that device (so the memory meter charges it),
-// with warm-up runs first and the median of the timed runs reported.
+// with warm-up runs first and the median of the timed runs reported. The backward runs split, as
+// zero-bubble schedules run it, so the weight-gradient part is timed apart.
 #pragma once
 
 #include <vector>
@@ -16,10 +17,16 @@ namespace gpipe {
 
 struct LayerProfile {
   double forward_ms = 0;
-  double backward_ms = 0;
+  double backward_ms = 0;  // the whole backward, B and W together
+  // The weight-gradient part (W) of backward_ms: work the layer defers when a schedule splits its
+  // backward (gpipe::Linear); exactly 0 for layers that cannot split (weight_grad.h).
+  double weight_ms = 0;
   int64_t parameter_bytes = 0;
   // Bytes the layer's forward keeps alive for its backward (its output and saved tensors).
   int64_t activation_bytes = 0;
+  // Bytes the backward needs above what the forward kept, at its peak (gradients of the layer's
+  // output and input, workspace).
+  int64_t backward_bytes = 0;
 };
 
 struct ProfileOptions {

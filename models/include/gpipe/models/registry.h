@@ -6,6 +6,8 @@
 // trainer runs on synthetic data and the profiler measures balance-by-time/memory with.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +61,9 @@ std::unique_ptr<ModelBuilder> make_model(const ModelConfig& config);
 
 // make_model(config)->sample_batch(batch_size, seed).
 SampleBatch sample_batch(const ModelConfig& config, int64_t batch_size, uint64_t seed);
+
+// Every knob, for manifests, summaries and cache keys (init_seed left out: it is the run's seed).
+nlohmann::json to_json(const ModelConfig& config);
 
 // A small configuration of `name` (the struct defaults with that name) for tests and CPU presets.
 ModelConfig small_config(const std::string& name);

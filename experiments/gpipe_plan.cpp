@@ -1,0 +1,237 @@
+// gpipe_plan: the fastest pipeline configuration that fits each device's memory.
+//
+//   gpipe_plan --model mlp --layers 8 --width 512 --batch-size 64 --memory-per-device 64MiB
+//   gpipe_plan --preset transformer-cpu --memory-per-device 256MiB --top 5 --verify 3 --json p.json
+//   gpipe_plan --model amoebanet-d --devices cuda:0,cuda:1,cuda:2,cuda:3 --memory-per-device 16GiB
+//
+// It takes gpipe_train's flags (the model, --batch-size, the optimizer; --devices N plans over N
+// CPU cores, a cuda list over those devices), measures the model's layers at every micro-batch
+// size it considers (plan/cost_book.h; --cache FILE keeps them), predicts every configuration
+// (plan/planner.h) and prints the plans that fit, fastest first, each with a ready gpipe_train
+// command. --verify T runs the top T for a few steps and adds the measured step time and peak
+// bytes; --grid "K=2,M=8,schedule=1f1b;..." predicts and measures hand-picked shapes beside them.
+// Exit status: 0 plans printed, 2 bad flags or nothing fits (the message names the smallest
+// budget that would fit and its plan), 1 a failure while measuring.
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <iostream>
+#include <set>
+
+#include "common/cli.h"
+#include "gpipe/errors.h"
+#include "gpipe/timeline.h"
+#include "tables/report.h"
+#include "train/train_plan.h"
+
+namespace {
+
+using namespace gpipe;
+
+// The user's arguments less those a plan sets or only the planner reads.
+std::vector<std::string> passthrough(int argc, char** argv) {
+  static const std::set<std::string> drop = {"--partitions",
+                                             "-K",
+                                             "--balance",
+                                             "--balance-by",
+                                             "--stage-balance",
+                                             "--chunks",
+                                             "-M",
+                                             "--checkpoint",
+                                             "--schedule",
+                                             "--virtual-stages",
+                                             "--devices",
+                                             "--json",
+                                             "--threads-per-device",
+                                             "--memory-per-device",
+                                             "--plan",
+                                             "--link",
+                                             "--top",
+                                             "--verify",
+                                             "--cache",
+                                             "--grid",
+                                             "--allreduce-gbs",
+                                             "--max-chunks",
+                                             "--max-replicas"};
+  std::vector<std::string> kept;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const auto name = arg.substr(0, arg.find('='));
+    if (drop.count(name) == 0) {
+      kept.push_back(arg);
+    } else if (name == arg) {
+      ++i;  // skip the value
+    }
+  }
+  return kept;
+}
+
+std::string command(const plan::Plan& plan, const plan::PlanRequest& request,
+                    const std::vector<std::string>& args) {
+  std::string out;
+  if (plan.shape.R > 1) {
+    out = "scripts/launch.sh --nproc-per-node " + std::to_string(plan.shape.K * plan.shape.R) +
+          " -- build/bin/gpipe_train --distributed";
+  } else {
+    out = "build/bin/gpipe_train";
+  }
+  for (const auto& a : args)
+    out += " " + a;
+  for (const auto& f : plan::train_flags(plan, request))
+    out += " " + f;
+  return out;
+}
+
+void print_table(const std::vector<plan::Plan>& plans, const plan::PlanRequest& request) {
+  std::cout << "| # | K | R | M | schedule | v | checkpoint | threads | balance | predicted ms "
+               "| samples/s | peak/device | headroom | measured ms | measured peak |\n"
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const auto& p = plans[i];
+    const auto& s = p.shape;
+    std::string balance;
+    for (auto b : p.balance)
+      balance += (balance.empty() ? "" : ",") + std::to_string(b);
+    double measured_peak = 0;
+    for (auto b : p.measured_peak_bytes)
+      measured_peak = std::max(measured_peak, static_cast<double>(b));
+    std::cout << "| " << i + 1 << " | " << s.K << " | " << s.R << " | " << s.M << " | "
+              << to_string(s.schedule) << " | " << s.v << " | " << to_string(s.checkpoint) << " | "
+              << s.threads << " | " << balance << " | " << tables::fixed(p.step_ms, 1) << " | "
+              << tables::fixed(p.samples_per_s, 1) << " | "
+              << tables::format_bytes(p.max_peak_bytes()) << " | "
+              << (request.memory_per_device > 0
+                      ? tables::format_bytes(request.memory_per_device - p.max_peak_bytes())
+                      : "-")
+              << " | " << tables::fixed_or_dash(p.measured_step_ms, 1) << " | "
+              << (p.measured_step_ms ? tables::format_bytes(measured_peak) : "-") << " |\n";
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cli::ensure_passive_openmp(argc, argv);
+  CLI::App app{
+      "gpipe_plan: measures a model and ranks the pipeline configurations (K, replicas, "
+      "micro-batches, schedule, virtual stages, re-materialisation, balance, threads) that fit "
+      "--memory-per-device, fastest first"};
+  app.set_config("--config", "", "TOML file of gpipe_train flags");
+  app.allow_config_extras(false);
+  app.add_option("--preset", "a preset of experiments/presets (its .toml name)")->group("Presets");
+  train::TrainOptions options;
+  train::add_train_flags(app, options);
+  std::string link = "none", cache, grid;
+  int64_t top = 5, verify_top = 0, max_chunks = 32, max_replicas = 0;
+  double allreduce_gbs = 1.0;
+  const char* group = "Planner";
+  app.add_option("--link", link, "copy between stages: none | pcie | nvlink | tpu")
+      ->capture_default_str()
+      ->group(group);
+  app.add_option("--top", top, "plans to print")->capture_default_str()->group(group);
+  app.add_option("--verify", verify_top, "run the top T plans for a few steps and measure them")
+      ->capture_default_str()
+      ->group(group);
+  app.add_option("--grid", grid,
+                 "hand-picked shapes to predict and measure beside the plans, ';'-separated: "
+                 "\"K=2,M=8,schedule=1f1b,checkpoint=never;K=1,M=4\"")
+      ->group(group);
+  app.add_option("--cache", cache, "JSON file of measured layer costs to reuse and extend")
+      ->group(group);
+  app.add_option("--max-chunks", max_chunks, "largest M considered")
+      ->capture_default_str()
+      ->group(group);
+  app.add_option("--max-replicas", max_replicas, "largest data-parallel R (0: no limit)")
+      ->capture_default_str()
+      ->group(group);
+  app.add_option("--allreduce-gbs", allreduce_gbs, "gradient all-reduce bandwidth, GB/s")
+      ->capture_default_str()
+      ->group(group);
+
+  std::vector<std::string> args;
+  try {
+    args = train::expand_preset(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return cli::kExitBadInput;
+  }
+  std::vector<char*> argv2;
+  for (auto& a : args)
+    argv2.push_back(a.data());
+  return cli::run_main(app, static_cast<int>(argv2.size()), argv2.data(), [&] {
+    const auto start = std::chrono::steady_clock::now();
+    GPIPE_CHECK(top >= 1 && verify_top >= 0 && max_chunks >= 1 && allreduce_gbs > 0, ConfigError,
+                "--top and --max-chunks must be >= 1, --verify >= 0 and --allreduce-gbs > 0");
+    auto request = train::plan_request(options);
+    request.link = link;
+    request.max_chunks = max_chunks;
+    request.max_replicas = max_replicas;
+    request.allreduce_gbs = allreduce_gbs;
+    link_preset(link);  // validates the name
+    std::vector<plan::PlanShape> grid_shapes;
+    for (const auto& item : cli::parse_strings(grid, ';'))
+      grid_shapes.push_back(plan::parse_plan_shape(item));
+    auto book = train::cost_book(options, cache);
+    auto result = plan::search(book, request);
+    const double planning_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    spdlog::info("planned in {:.1f} s: {} shapes predicted, {} fit; {} layer measurements made",
+                 planning_s, result.considered, result.ranked.size(), book.measured());
+    if (result.ranked.empty()) {
+      spdlog::error("{}", train::nothing_fits(result, request));
+      return cli::kExitBadInput;
+    }
+    std::vector<plan::Plan> shown(
+        result.ranked.begin(),
+        result.ranked.begin() + std::min<int64_t>(top, result.ranked.size()));
+    for (int64_t i = 0; i < std::min<int64_t>(verify_top, shown.size()); ++i) {
+      if (shown[i].shape.R > 1) {
+        spdlog::warn("not verifying plan {} ({}): it needs {} processes", i + 1,
+                     shown[i].shape.describe(), shown[i].shape.K * shown[i].shape.R);
+        continue;
+      }
+      spdlog::info("verifying plan {} of {}: {}", i + 1, verify_top, shown[i].shape.describe());
+      plan::verify(shown[i], book, request);
+    }
+    std::vector<plan::Plan> grid_plans;
+    for (const auto& shape : grid_shapes) {
+      spdlog::info("grid: {}", shape.describe());
+      auto p = plan::predict(book, request, shape);
+      if (shape.R == 1) plan::verify(p, book, request);
+      grid_plans.push_back(std::move(p));
+    }
+    print_table(shown, request);
+    if (!grid_plans.empty()) {
+      std::cout << "\nGrid:\n";
+      print_table(grid_plans, request);
+    }
+    const auto pass = passthrough(argc, argv);
+    std::cout << "\nbest: " << command(shown.front(), request, pass) << "\n";
+    if (!options.json.empty()) {
+      auto json = nlohmann::json::object();
+      auto to_list = [&](const std::vector<plan::Plan>& plans) {
+        auto list = nlohmann::json::array();
+        for (const auto& p : plans) {
+          auto j = plan::to_json(p, request);
+          j["command"] = command(p, request, pass);
+          j["fits"] =
+              request.memory_per_device <= 0 || p.max_peak_bytes() <= request.memory_per_device;
+          list.push_back(j);
+        }
+        return list;
+      };
+      json["plans"] = to_list(shown);
+      json["grid"] = to_list(grid_plans);
+      json["considered"] = result.considered;
+      json["fit"] = result.ranked.size();
+      json["memory_per_device"] = request.memory_per_device;
+      json["batch_size"] = request.batch;
+      json["cores"] = request.devices.empty() ? nlohmann::json(request.cores) : nlohmann::json();
+      json["devices"] = request.devices;
+      json["planning_seconds"] = planning_s;
+      json["command"] = cli::command_line(argc, argv);
+      write_json_file(options.json, json);
+    }
+    return cli::kExitOk;
+  });
+}

@@ -1,0 +1,224 @@
+#include "plan/cost_book.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include "gpipe/errors.h"
+#include "gpipe/memory.h"
+#include "gpipe/timeline.h"
+
+namespace gpipe::plan {
+namespace {
+
+// What makes a measurement this machine's: host name, cores and processor model.
+nlohmann::json machine() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::string cpu;
+  std::ifstream info("/proc/cpuinfo");
+  for (std::string line; std::getline(info, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      cpu = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  return {{"host", host}, {"cores", std::thread::hardware_concurrency()}, {"cpu", cpu}};
+}
+
+std::string entry_name(int64_t microbatch, int threads) {
+  return std::to_string(microbatch) + "x" + std::to_string(threads);
+}
+
+nlohmann::json to_json(const MicrobatchCosts& c) {
+  const auto& l = c.layers;
+  return {{"forward_ms", l.forward_ms},
+          {"backward_ms", l.backward_ms},
+          {"weight_ms", l.weight_ms},
+          {"update_ms", l.update_ms},
+          {"output_bytes", l.output_bytes},
+          {"parameter_bytes", l.parameter_bytes},
+          {"activation_bytes", l.activation_bytes},
+          {"backward_bytes", l.backward_bytes},
+          {"loss_forward_ms", l.loss_forward_ms},
+          {"loss_backward_ms", l.loss_backward_ms},
+          {"input_bytes", c.input_bytes}};
+}
+
+MicrobatchCosts from_json(const nlohmann::json& j, int64_t microbatch) {
+  MicrobatchCosts c;
+  auto& l = c.layers;
+  l.microbatch = microbatch;
+  j.at("forward_ms").get_to(l.forward_ms);
+  j.at("backward_ms").get_to(l.backward_ms);
+  j.at("weight_ms").get_to(l.weight_ms);
+  j.at("update_ms").get_to(l.update_ms);
+  j.at("output_bytes").get_to(l.output_bytes);
+  j.at("parameter_bytes").get_to(l.parameter_bytes);
+  j.at("activation_bytes").get_to(l.activation_bytes);
+  j.at("backward_bytes").get_to(l.backward_bytes);
+  j.at("loss_forward_ms").get_to(l.loss_forward_ms);
+  j.at("loss_backward_ms").get_to(l.loss_backward_ms);
+  j.at("input_bytes").get_to(c.input_bytes);
+  return c;
+}
+
+nlohmann::json read_cache(const std::string& path) {
+  if (path.empty() || !std::filesystem::exists(path)) return nlohmann::json::object();
+  std::ifstream in(path);
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    spdlog::warn("ignoring the unreadable cost cache {} ({}); measuring again", path, e.what());
+    return nlohmann::json::object();
+  }
+}
+
+}  // namespace
+
+CostBook::CostBook(models::ModelConfig model, Pipeline::OptimizerFactory optimizer,
+                   std::string cache, uint64_t seed)
+    : model_(std::move(model)),
+      optimizer_(std::move(optimizer)),
+      cache_path_(std::move(cache)),
+      seed_(seed) {
+  model_.init_seed = seed;
+  num_layers_ = models::make_model(model_)->num_layers();
+  key_ = nlohmann::json{{"model", models::to_json(model_)}, {"machine", machine()}}.dump();
+  const auto cache_json = read_cache(cache_path_);
+  if (!cache_json.contains(key_)) return;
+  try {
+    const auto& entries = cache_json.at(key_);
+    if (entries.contains("state_slots")) state_slots_ = entries.at("state_slots").get<int64_t>();
+    if (entries.contains("contention")) entries.at("contention").get_to(contention_);
+    for (const auto& [name, value] : entries.at("costs").items()) {
+      const auto x = name.find('x');
+      const int64_t micro = std::stoll(name.substr(0, x));
+      const int threads = std::stoi(name.substr(x + 1));
+      costs_[{micro, threads}] = from_json(value, micro);
+    }
+  } catch (const std::exception& e) {
+    spdlog::warn("ignoring the cost cache {} for this model ({}); measuring again", cache_path_,
+                 e.what());
+    costs_.clear();
+    contention_.clear();
+    state_slots_ = -1;
+  }
+}
+
+const MicrobatchCosts& CostBook::at(int64_t microbatch, int threads) {
+  GPIPE_CHECK(microbatch >= 1 && threads >= 1, ConfigError,
+              "costs need a micro-batch >= 1 and threads >= 1, got ", microbatch, " and ", threads);
+  const auto found = costs_.find({microbatch, threads});
+  if (found != costs_.end()) return found->second;
+  spdlog::info("measuring {} layers at micro-batch {} with {} thread(s)", num_layers_, microbatch,
+               threads);
+  const auto builder = models::make_model(model_);
+  const auto sample = builder->sample_batch(microbatch, seed_ + 2);
+  MicrobatchCosts costs;
+  costs.layers = tables::measure_layer_costs(
+      builder->build(), sample, builder->loss(), DeviceSpec::parse("cpu:0"), optimizer_,
+      ProfileOptions().warmup(1).iterations(3).threads(threads));
+  costs.input_bytes = static_cast<double>(sample.input.nbytes());
+  ++measured_;
+  auto& stored = costs_[{microbatch, threads}] = std::move(costs);
+  save();
+  return stored;
+}
+
+double CostBook::contention(int64_t microbatch, int threads, int64_t workers) {
+  if (workers <= 1) return 1.0;
+  const auto name = entry_name(microbatch, threads) + "x" + std::to_string(workers);
+  const auto found = contention_.find(name);
+  if (found != contention_.end()) return found->second;
+  spdlog::info("measuring contention of {} devices at micro-batch {} with {} thread(s)", workers,
+               microbatch, threads);
+  const auto builder = models::make_model(model_);
+  const auto sample = builder->sample_batch(microbatch, seed_ + 2);
+  std::vector<std::unique_ptr<DeviceWorker>> devices;
+  std::vector<LayerList> models;
+  for (int64_t w = 0; w < workers; ++w) {
+    devices.push_back(
+        std::make_unique<DeviceWorker>(DeviceSpec::parse("cpu:" + std::to_string(w)), threads));
+    models.push_back(builder->build());
+  }
+  const auto loss = builder->loss();
+  // One forward and backward of the whole model on worker w.
+  const auto pass = [&](int64_t w) {
+    return devices[w]->submit([&, w] {
+      Activations x = {sample.input};
+      for (const auto& layer : models[w])
+        x = layer->forward(x);
+      loss(x, sample.target).backward();
+      for (const auto& layer : models[w]) {
+        for (auto& p : layer->parameters())
+          p.mutable_grad().reset();
+      }
+    });
+  };
+  const auto timed = [&](int64_t active) {
+    std::vector<double> times;
+    for (int run = 0; run < 4; ++run) {
+      const auto start = std::chrono::steady_clock::now();
+      std::vector<std::future<void>> running;
+      for (int64_t w = 0; w < active; ++w)
+        running.push_back(pass(w));
+      for (auto& f : running)
+        f.get();
+      if (run > 0) {
+        times.push_back(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      }
+    }
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+  };
+  const double alone = timed(1);
+  const double together = timed(workers);
+  const double ratio = std::max(1.0, together / alone);
+  contention_[name] = ratio;
+  save();
+  return ratio;
+}
+
+int64_t CostBook::state_slots() {
+  if (state_slots_ >= 0) return state_slots_;
+  memory::install();
+  const auto device = DeviceSpec::parse("cpu:0");
+  DeviceWorker worker(device, 1);
+  worker.run([&] {
+    auto parameter = torch::zeros({1 << 16}, torch::requires_grad());
+    parameter.mutable_grad() = torch::ones_like(parameter);
+    auto optimizer = optimizer_({parameter});
+    const int64_t before = memory::stats(device).current_bytes;
+    optimizer->step();
+    optimizer->step();
+    const double grown = static_cast<double>(memory::stats(device).current_bytes - before);
+    state_slots_ = std::llround(grown / static_cast<double>(parameter.nbytes()));
+  });
+  save();
+  return state_slots_;
+}
+
+void CostBook::save() const {
+  if (cache_path_.empty()) return;
+  auto cache_json = read_cache(cache_path_);
+  nlohmann::json entries = {{"costs", nlohmann::json::object()}};
+  if (state_slots_ >= 0) entries["state_slots"] = state_slots_;
+  entries["contention"] = contention_;
+  for (const auto& [shape, costs] : costs_)
+    entries["costs"][entry_name(shape.first, shape.second)] = to_json(costs);
+  cache_json[key_] = entries;
+  const auto parent = std::filesystem::path(cache_path_).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  write_json_file(cache_path_, cache_json, -1);
+}
+
+}  // namespace gpipe::plan

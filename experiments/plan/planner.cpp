@@ -1,0 +1,272 @@
+#include "plan/planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "gpipe/errors.h"
+#include "gpipe/lowering.h"
+#include "gpipe/partition.h"
+#include "gpipe/simulator.h"
+
+namespace gpipe::plan {
+namespace {
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> out;
+  for (int64_t d = 1; d <= n; ++d) {
+    if (n % d == 0) out.push_back(d);
+  }
+  return out;
+}
+
+// Per-layer sums over each virtual stage of `stage_balance`.
+std::vector<double> per_stage(const std::vector<double>& values,
+                              const std::vector<int64_t>& stage_balance) {
+  return sum_by_stage(values, stage_balance);
+}
+
+// What each stage's backward needs above the activations it holds when it starts: the backward
+// runs the stage's layers last to first, freeing each layer's activations as it goes, so layer
+// j's workspace coexists only with the activations of layers up to j.
+std::vector<double> backward_extra(const tables::LayerCosts& costs,
+                                   const std::vector<int64_t>& stage_balance) {
+  std::vector<double> out;
+  int64_t first = 0;
+  for (int64_t n : stage_balance) {
+    double freed = 0, extra = 0;
+    for (int64_t j = first + n - 1; j >= first; --j) {
+      extra = std::max(extra, costs.backward_bytes[j] - freed);
+      freed += costs.activation_bytes[j];
+    }
+    out.push_back(extra);
+    first += n;
+  }
+  return out;
+}
+
+// Per device: the sum of a per-stage quantity over the device's virtual stages.
+std::vector<double> per_device(const std::vector<double>& stages, const Schedule& schedule) {
+  std::vector<double> out(schedule.devices, 0.0);
+  for (int64_t s = 0; s < schedule.num_stages(); ++s)
+    out[schedule.device_of(s)] += stages[s];
+  return out;
+}
+
+// Candidate stage balances: exact min-max partitions by time, by memory and by blends.
+std::vector<std::vector<int64_t>> candidate_balances(const tables::LayerCosts& costs,
+                                                     int64_t stages, int64_t state_slots,
+                                                     int64_t kept_microbatches) {
+  const int64_t n = costs.num_layers();
+  std::vector<double> time(n), memory(n);
+  double total_time = 0, total_memory = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    time[i] = costs.forward_ms[i] + costs.backward_ms[i];
+    memory[i] = costs.parameter_bytes[i] * static_cast<double>(2 + state_slots) +
+                costs.activation_bytes[i] * static_cast<double>(kept_microbatches);
+    total_time += time[i];
+    total_memory += memory[i];
+  }
+  std::set<std::vector<int64_t>> unique;
+  for (double lambda : {0.0, 0.25, 0.5, 0.75, 1.0}) {
+    std::vector<double> blend(n);
+    for (int64_t i = 0; i < n; ++i) {
+      blend[i] = (1 - lambda) * time[i] / std::max(total_time, 1e-12) +
+                 lambda * memory[i] / std::max(total_memory, 1e-12);
+    }
+    unique.insert(balance_by_cost(blend, stages));
+  }
+  return {unique.begin(), unique.end()};
+}
+
+}  // namespace
+
+double Plan::max_peak_bytes() const {
+  return peak_bytes.empty() ? 0 : *std::max_element(peak_bytes.begin(), peak_bytes.end());
+}
+
+std::vector<PlanShape> candidate_shapes(const PlanRequest& request, int64_t num_layers) {
+  GPIPE_CHECK(request.batch >= 1, ConfigError, "--batch-size must be >= 1, got ", request.batch);
+  GPIPE_CHECK(request.cores >= 1, ConfigError, "planning needs at least one device, got ",
+              request.cores);
+  const bool cpu = request.devices.empty();
+  const int64_t n = cpu ? request.cores : static_cast<int64_t>(request.devices.size());
+  std::vector<PlanShape> shapes;
+  for (int64_t K = 1; K <= std::min(n, num_layers); ++K) {
+    for (int64_t R = 1; K * R <= n; ++R) {
+      // Accelerators: every device is used (K x R = n). CPU cores: K x R workers share them.
+      if (!cpu && K * R != n) continue;
+      if (request.max_replicas > 0 && R > request.max_replicas) continue;
+      if (request.batch % R != 0) continue;
+      const int threads = cpu ? static_cast<int>(n / (K * R)) : 1;
+      for (int64_t M : divisors(request.batch / R)) {
+        if (M > request.max_chunks) continue;
+        std::vector<std::pair<ScheduleKind, int64_t>> schedules = {{ScheduleKind::kGPipe, 1}};
+        if (K > 1) {
+          schedules.push_back({ScheduleKind::k1F1B, 1});
+          schedules.push_back({ScheduleKind::kZBH1, 1});
+          if (M % K == 0 && 2 * K <= num_layers) {
+            schedules.push_back({ScheduleKind::kInterleaved1F1B, 2});
+          }
+          if (2 * K <= num_layers) schedules.push_back({ScheduleKind::kZBV, 2});
+        }
+        for (const auto& [kind, v] : schedules) {
+          for (auto checkpoint :
+               {Checkpoint::kNever, Checkpoint::kExceptLast, Checkpoint::kAlways}) {
+            // With one micro-batch, except_last checkpoints nothing: it is `never`.
+            if (M == 1 && checkpoint == Checkpoint::kExceptLast) continue;
+            shapes.push_back({K, R, M, kind, v, checkpoint, threads});
+          }
+        }
+      }
+    }
+  }
+  return shapes;
+}
+
+std::vector<double> predict_peak_bytes(const tables::LayerCosts& costs, const Schedule& schedule,
+                                       const std::vector<int64_t>& stage_balance,
+                                       Checkpoint checkpoint, int64_t state_slots) {
+  auto kept = per_stage(costs.activation_bytes, stage_balance);
+  // The loss keeps its input's log-probabilities for its backward.
+  kept.back() += costs.output_bytes.back();
+  const auto workspace = backward_extra(costs, stage_balance);
+  const auto params = per_stage(costs.parameter_bytes, stage_balance);
+  // What a split B leaves to W: the activations of layers that defer weight gradients.
+  std::vector<double> splitting(costs.activation_bytes.size(), 0.0);
+  for (size_t i = 0; i < splitting.size(); ++i) {
+    if (costs.weight_ms[i] > 0) splitting[i] = costs.activation_bytes[i];
+  }
+  const auto kept_for_w = per_stage(splitting, stage_balance);
+  // A stage's input is the previous stage's output (the model's input for the first stage).
+  std::vector<double> input(stage_balance.size(), 0.0);
+  int64_t end = 0;
+  for (size_t s = 0; s + 1 < stage_balance.size(); ++s) {
+    end += stage_balance[s];
+    input[s + 1] = costs.output_bytes.at(end - 1);
+  }
+  auto peaks = per_device(params, schedule);
+  for (auto& p : peaks)
+    p *= static_cast<double>(2 + state_slots);
+
+  const auto lowered = lower(schedule, checkpoint);
+  const bool split = lowered.splits_backward();
+  for (int64_t d = 0; d < lowered.devices; ++d) {
+    std::map<std::pair<int64_t, int64_t>, double> holding;  // (stage, micro-batch) -> bytes
+    double held = 0, peak = 0;
+    for (const auto& a : lowered.actions[d]) {
+      const auto key = std::make_pair(a.stage, a.microbatch);
+      const auto s = static_cast<size_t>(a.stage);
+      switch (a.kind) {
+        case ActionKind::kForward: {
+          const double bytes = a.checkpoint ? input[s] : kept[s];
+          holding[key] += bytes;
+          held += bytes;
+          break;
+        }
+        case ActionKind::kRecompute:
+          holding[key] += kept[s];
+          held += kept[s];
+          break;
+        case ActionKind::kBackward: {
+          // While B runs, the stage's activations and its backward's workspace coexist.
+          peak = std::max(peak, held + workspace[s]);
+          const double left = split && kept[s] > 0 ? kept_for_w[s] / kept[s] : 0.0;
+          const double freed = holding[key] * (1 - left);
+          holding[key] -= freed;
+          held -= freed;
+          break;
+        }
+        case ActionKind::kWeight:
+          held -= holding[key];
+          holding.erase(key);
+          break;
+        default:
+          break;
+      }
+      peak = std::max(peak, held);
+    }
+    peaks[d] += peak;
+  }
+  return peaks;
+}
+
+Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape,
+             const std::vector<int64_t>& stage_balance) {
+  const int64_t micro = request.batch / shape.R / shape.M;
+  const auto& costs = book.at(micro, shape.threads).layers;
+  // CPU devices share one machine's memory bandwidth: compute slows when they run together.
+  const double slowdown =
+      request.devices.empty() ? book.contention(micro, shape.threads, shape.K * shape.R) : 1.0;
+  const auto schedule = make_schedule(shape.schedule, shape.K, shape.M, shape.v);
+  Plan plan;
+  plan.shape = shape;
+  plan.stage_balance = stage_balance;
+  plan.balance.assign(shape.K, 0);
+  for (int64_t s = 0; s < schedule.num_stages(); ++s)
+    plan.balance[schedule.device_of(s)] += stage_balance[s];
+
+  auto sim_costs = tables::stage_costs_ms(costs, stage_balance, link_preset(request.link));
+  for (auto* stages :
+       {&sim_costs.forward, &sim_costs.backward, &sim_costs.recompute, &sim_costs.weight}) {
+    for (auto& c : *stages)
+      c *= slowdown;
+  }
+  const auto result = simulate(schedule, sim_costs, shape.checkpoint);
+  const auto updates = per_device(per_stage(costs.update_ms, stage_balance), schedule);
+  const auto params = per_device(per_stage(costs.parameter_bytes, stage_balance), schedule);
+  plan.pipeline_ms = result.step_time;
+  plan.bubble_fraction = result.bubble_fraction;
+  plan.update_ms = *std::max_element(updates.begin(), updates.end()) * slowdown;
+  if (shape.R > 1) {
+    const double bytes = *std::max_element(params.begin(), params.end());
+    const double R = static_cast<double>(shape.R);
+    plan.allreduce_ms = 2 * (R - 1) / R * bytes / (request.allreduce_gbs * 1e9) * 1e3;
+  }
+  plan.step_ms = plan.pipeline_ms + plan.allreduce_ms + plan.update_ms;
+  plan.samples_per_s = static_cast<double>(request.batch) * 1e3 / plan.step_ms;
+  plan.peak_bytes =
+      predict_peak_bytes(costs, schedule, stage_balance, shape.checkpoint, book.state_slots());
+  return plan;
+}
+
+Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape) {
+  const auto& costs = book.at(request.batch / shape.R / shape.M, shape.threads).layers;
+  const int64_t kept = shape.checkpoint == Checkpoint::kNever ? std::min(shape.M, shape.K) : 1;
+  std::optional<Plan> fastest, smallest;
+  for (const auto& balance :
+       candidate_balances(costs, shape.K * shape.v, book.state_slots(), kept)) {
+    auto plan = predict(book, request, shape, balance);
+    const bool fits =
+        request.memory_per_device <= 0 || plan.max_peak_bytes() <= request.memory_per_device;
+    if (fits && (!fastest || plan.step_ms < fastest->step_ms)) fastest = plan;
+    if (!smallest || plan.max_peak_bytes() < smallest->max_peak_bytes()) smallest = plan;
+  }
+  return fastest ? *fastest : *smallest;
+}
+
+SearchResult search(CostBook& book, const PlanRequest& request) {
+  SearchResult out;
+  for (const auto& shape : candidate_shapes(request, book.num_layers())) {
+    auto plan = predict(book, request, shape);
+    ++out.considered;
+    if (!out.smallest || plan.max_peak_bytes() < out.smallest->max_peak_bytes()) {
+      out.smallest = plan;
+    }
+    if (request.memory_per_device <= 0 || plan.max_peak_bytes() <= request.memory_per_device) {
+      out.ranked.push_back(std::move(plan));
+    }
+  }
+  // Fastest first; among equals the smaller peak, then the simpler plan (fewer devices).
+  std::stable_sort(out.ranked.begin(), out.ranked.end(), [](const Plan& a, const Plan& b) {
+    if (std::abs(a.step_ms - b.step_ms) > 1e-9 * std::max(a.step_ms, b.step_ms)) {
+      return a.step_ms < b.step_ms;
+    }
+    return a.max_peak_bytes() < b.max_peak_bytes();
+  });
+  return out;
+}
+
+}  // namespace gpipe::plan

@@ -1,0 +1,115 @@
+// The planner: the fastest pipeline configuration that fits each device's memory.
+//
+// Why this file exists: a pipeline user must choose K, the data-parallel width R, the
+// micro-batches M, the schedule and its virtual stages v, re-materialisation, the balance and the
+// threads of each device, and a wrong choice costs 2x or runs out of memory. The planner decides
+// from measurements instead of rules of thumb:
+//
+//   costs     CostBook: every layer's time and bytes at each micro-batch size and thread count
+//   time      the discrete-event simulator over the schedule the executor runs (simulator.h),
+//             plus the slowest device's optimizer update and, with R > 1, a ring all-reduce of
+//             its gradients (2 (R-1)/R x bytes / bandwidth, not overlapped); on CPU cores every
+//             compute cost is scaled by the measured slowdown of K x R devices computing at once
+//   memory    replay of each device's lowered action list: an F keeps the stage's activations
+//             (only its input when checkpointed), an R adds them back, a B frees them (a split B
+//             leaves those of layers that defer weight gradients to its W) and needs its
+//             measured backward workspace while it runs; on top of parameters, gradients and
+//             optimizer state (bytes x (2 + state slots))
+//   balance   for each shape, exact min-max partitions of the layers by time, by memory and by
+//             blends of the two; the fastest that fits wins
+//
+// Plans whose predicted peak exceeds the budget are never ranked.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpipe/schedule.h"
+#include "gpipe/stage.h"
+#include "plan/cost_book.h"
+
+namespace gpipe::plan {
+
+// The choices of one plan, apart from the balance.
+struct PlanShape {
+  int64_t K = 1;  // pipeline devices per replica
+  int64_t R = 1;  // data-parallel replicas (processes over c10d when > 1)
+  int64_t M = 1;  // micro-batches of each replica's batch
+  ScheduleKind schedule = ScheduleKind::kGPipe;
+  int64_t v = 1;  // virtual stages per device
+  Checkpoint checkpoint = Checkpoint::kNever;
+  int threads = 1;  // intra-op threads per device
+
+  std::string describe() const;
+};
+
+// "K=2,M=8,schedule=1f1b,checkpoint=never,threads=1" (R, v and threads default to 1, v to the
+// schedule's own); throws ConfigError naming a bad key or value.
+PlanShape parse_plan_shape(const std::string& text);
+
+struct Plan {
+  PlanShape shape;
+  std::vector<int64_t> stage_balance;  // layers per virtual stage (K*v, model order)
+  std::vector<int64_t> balance;        // layers per device
+  double pipeline_ms = 0;              // the simulated schedule
+  double update_ms = 0;                // the slowest device's optimizer step
+  double allreduce_ms = 0;             // gradient all-reduce over R replicas
+  double step_ms = 0;
+  double bubble_fraction = 0;
+  double samples_per_s = 0;
+  std::vector<double> peak_bytes;  // predicted, per device
+  // Filled by verify().
+  std::optional<double> measured_step_ms;
+  std::vector<int64_t> measured_peak_bytes;
+
+  double max_peak_bytes() const;
+};
+
+struct PlanRequest {
+  int64_t batch = 64;  // N over all replicas
+  int64_t cores = 1;   // CPU cores to spread devices and threads over
+  // Accelerator devices (cuda:0, ...); empty: the devices are `cores` CPU cores.
+  std::vector<std::string> devices;
+  double memory_per_device = 0;  // bytes; 0: no limit
+  std::string link = "none";     // simulator.h link preset between stages
+  double allreduce_gbs = 1.0;    // bandwidth of the gradient all-reduce between replicas
+  int64_t max_chunks = 32;
+  int64_t max_replicas = 0;  // 0: as many as the devices allow
+};
+
+// Every shape the search considers for a model of `num_layers` layers.
+std::vector<PlanShape> candidate_shapes(const PlanRequest& request, int64_t num_layers);
+
+// Predicted peak bytes of each device of `schedule` (compute actions; lowered here with
+// `checkpoint`) when virtual stage s holds `stage_balance[s]` layers of `costs`.
+std::vector<double> predict_peak_bytes(const tables::LayerCosts& costs, const Schedule& schedule,
+                                       const std::vector<int64_t>& stage_balance,
+                                       Checkpoint checkpoint, int64_t state_slots);
+
+// `shape` with the given stage balance, predicted.
+Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape,
+             const std::vector<int64_t>& stage_balance);
+// `shape` with its best balance: the fastest that fits, or the smallest peak when none fits.
+Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape);
+
+struct SearchResult {
+  std::vector<Plan> ranked;      // plans that fit, fastest first
+  int64_t considered = 0;        // shapes predicted
+  std::optional<Plan> smallest;  // the plan with the smallest peak, fitting or not
+};
+SearchResult search(CostBook& book, const PlanRequest& request);
+
+// Runs `plan` (R = 1 only) in this process for `warmup` + `steps` training steps on a synthetic
+// batch and fills its measured step time (median) and peak bytes per device.
+void verify(Plan& plan, CostBook& book, const PlanRequest& request, int warmup = 2, int steps = 5);
+
+// The gpipe_train flags that run `plan` (--partitions, --balance or --stage-balance, --chunks,
+// --schedule, --virtual-stages, --checkpoint, --threads-per-device, --devices).
+std::vector<std::string> train_flags(const Plan& plan, const PlanRequest& request);
+
+nlohmann::json to_json(const Plan& plan, const PlanRequest& request);
+
+}  // namespace gpipe::plan

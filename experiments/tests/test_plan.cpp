@@ -1,0 +1,202 @@
+// The planner (experiments/plan): candidate shapes, the memory replay, the refusal of plans over
+// the budget, the cost cache, and the flags a plan turns into.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "gpipe/errors.h"
+#include "plan/planner.h"
+#include "test_util.h"
+#include "train/optimization.h"
+#include "train/train_plan.h"
+
+namespace gpipe::plan {
+namespace {
+
+PlanRequest cpu_request(int64_t cores, int64_t batch) {
+  PlanRequest request;
+  request.cores = cores;
+  request.batch = batch;
+  return request;
+}
+
+TEST(Plan, CandidateShapesCoverTheSpaceAndOnlyIt) {
+  const auto shapes = candidate_shapes(cpu_request(2, 8), 6);
+  bool k1_all_threads = false, interleaved = false, replicas = false;
+  for (const auto& s : shapes) {
+    EXPECT_LE(s.K * s.R * s.threads, 2) << s.describe();
+    EXPECT_EQ((8 / s.R) % s.M, 0) << s.describe();
+    if (s.K == 1) {
+      EXPECT_EQ(s.schedule, ScheduleKind::kGPipe) << s.describe();
+    }
+    if (s.M == 1) {
+      EXPECT_NE(s.checkpoint, Checkpoint::kExceptLast) << s.describe();
+    }
+    if (s.schedule == ScheduleKind::kInterleaved1F1B) {
+      EXPECT_EQ(s.M % s.K, 0) << s.describe();
+      EXPECT_EQ(s.v, 2);
+      interleaved = true;
+    }
+    k1_all_threads |= s.K == 1 && s.R == 1 && s.threads == 2;
+    replicas |= s.R == 2;
+  }
+  EXPECT_TRUE(k1_all_threads);
+  EXPECT_TRUE(interleaved);
+  EXPECT_TRUE(replicas);
+  // Accelerators: K x R uses every device, one thread each.
+  PlanRequest gpus = cpu_request(1, 8);
+  gpus.devices = {"cuda:0", "cuda:1", "cuda:2", "cuda:3"};
+  for (const auto& s : candidate_shapes(gpus, 6)) {
+    EXPECT_EQ(s.K * s.R, 4) << s.describe();
+    EXPECT_EQ(s.threads, 1);
+  }
+}
+
+// Four layers: 100 bytes kept each, 10 bytes of parameters, 5 bytes of output, a backward that
+// needs 10 bytes more while it runs, and weight gradients they defer.
+tables::LayerCosts four_layers() {
+  tables::LayerCosts c;
+  c.microbatch = 1;
+  c.forward_ms.assign(4, 1);
+  c.backward_ms.assign(4, 2);
+  c.weight_ms.assign(4, 1);
+  c.update_ms.assign(4, 0);
+  c.activation_bytes.assign(4, 100);
+  c.parameter_bytes.assign(4, 10);
+  c.output_bytes.assign(4, 5);
+  c.backward_bytes.assign(4, 10);
+  return c;
+}
+
+TEST(Plan, MemoryReplayFollowsEachSchedulesInFlightMicroBatches) {
+  const auto costs = four_layers();
+  const std::vector<int64_t> halves = {2, 2};
+  // State: 20 bytes of parameters x (2 + 1 slot) = 60. The last stage keeps 5 bytes more per
+  // micro-batch for the loss, and a B needs its 10 bytes of workspace.
+  // GPipe without recompute: all 4 micro-batches are held when the first B runs.
+  auto gpipe = predict_peak_bytes(costs, make_schedule(ScheduleKind::kGPipe, 2, 4), halves,
+                                  Checkpoint::kNever, 1);
+  EXPECT_DOUBLE_EQ(gpipe[0], 60 + 4 * 200 + 10);
+  EXPECT_DOUBLE_EQ(gpipe[1], 60 + 4 * 205 + 10);
+  // 1F1B: device 0 holds K = 2 micro-batches, the last device one.
+  auto one_f = predict_peak_bytes(costs, make_schedule(ScheduleKind::k1F1B, 2, 4), halves,
+                                  Checkpoint::kNever, 1);
+  EXPECT_DOUBLE_EQ(one_f[0], 60 + 2 * 200 + 10);
+  EXPECT_DOUBLE_EQ(one_f[1], 60 + 1 * 205 + 10);
+  // ZB-H1 is 1F1B's order with W deferred: the activations stay until W, so the last device
+  // holds a second micro-batch (W0 runs after B1). Layers that do not defer free theirs at B.
+  auto zb = predict_peak_bytes(costs, make_schedule(ScheduleKind::kZBH1, 2, 4), halves,
+                               Checkpoint::kNever, 1);
+  auto no_w = costs;
+  no_w.weight_ms.assign(4, 0);
+  auto zb_no_w = predict_peak_bytes(no_w, make_schedule(ScheduleKind::kZBH1, 2, 4), halves,
+                                    Checkpoint::kNever, 1);
+  EXPECT_DOUBLE_EQ(zb[0], one_f[0]);
+  // m0 keeps its 200 bytes of weight-deferring activations after B0 (the loss's 5 are freed).
+  EXPECT_DOUBLE_EQ(zb[1], 60 + 200 + 205 + 10);
+  EXPECT_DOUBLE_EQ(zb_no_w[1], one_f[1]);
+  // Recompute: a forward keeps its input (5 bytes on device 1; the model's input is charged to
+  // the host on device 0); the replay holds one micro-batch's activations.
+  auto always = predict_peak_bytes(costs, make_schedule(ScheduleKind::kGPipe, 2, 4), halves,
+                                   Checkpoint::kAlways, 1);
+  EXPECT_DOUBLE_EQ(always[0], 60 + 200 + 10);
+  EXPECT_DOUBLE_EQ(always[1], 60 + 4 * 5 + 205 + 10);
+}
+
+// A small MLP measured for real: the search ranks only plans under the budget.
+class PlanSearch : public ::testing::Test {
+ protected:
+  static models::ModelConfig mlp() {
+    auto config = models::small_config("mlp");
+    config.layers = 4;
+    config.width = 64;
+    return config;
+  }
+  static Pipeline::OptimizerFactory sgd() {
+    train::TrainOptions options;
+    return train::make_optimizer_factory(options);
+  }
+};
+
+TEST_F(PlanSearch, PlansOverTheBudgetAreNeverRanked) {
+  CostBook book(mlp(), sgd());
+  EXPECT_EQ(book.state_slots(), 1);  // SGD with momentum keeps one buffer per parameter
+  auto request = cpu_request(2, 8);
+  request.max_chunks = 4;
+  const auto all = search(book, request);
+  ASSERT_EQ(all.ranked.size(), static_cast<size_t>(all.considered));
+  std::vector<double> peaks;
+  for (const auto& p : all.ranked)
+    peaks.push_back(p.max_peak_bytes());
+  std::sort(peaks.begin(), peaks.end());
+  request.memory_per_device = peaks[peaks.size() / 2];
+  const auto some = search(book, request);
+  EXPECT_LT(some.ranked.size(), all.ranked.size());
+  EXPECT_FALSE(some.ranked.empty());
+  for (const auto& p : some.ranked)
+    EXPECT_LE(p.max_peak_bytes(), request.memory_per_device) << p.shape.describe();
+  for (size_t i = 1; i < some.ranked.size(); ++i)
+    EXPECT_LE(some.ranked[i - 1].step_ms, some.ranked[i].step_ms * (1 + 1e-9));
+  // Below the smallest plan nothing is ranked, and the smallest is named.
+  request.memory_per_device = peaks.front() * 0.5;
+  const auto none = search(book, request);
+  EXPECT_TRUE(none.ranked.empty());
+  ASSERT_TRUE(none.smallest.has_value());
+  EXPECT_DOUBLE_EQ(none.smallest->max_peak_bytes(), peaks.front());
+  EXPECT_NE(train::nothing_fits(none, request).find("the smallest needs"), std::string::npos);
+}
+
+TEST_F(PlanSearch, TheCostCacheMeasuresEachShapeOnce) {
+  const auto path = std::filesystem::temp_directory_path() / "gpipe_plan_cache_test.json";
+  std::filesystem::remove(path);
+  CostBook first(mlp(), sgd(), path.string());
+  const auto& a = first.at(2, 1);
+  EXPECT_EQ(first.measured(), 1);
+  CostBook second(mlp(), sgd(), path.string());
+  const auto& b = second.at(2, 1);
+  EXPECT_EQ(second.measured(), 0);
+  EXPECT_EQ(a.layers.forward_ms, b.layers.forward_ms);
+  EXPECT_EQ(a.layers.activation_bytes, b.layers.activation_bytes);
+  auto other = mlp();
+  other.width = 32;  // another model: measured again
+  CostBook third(other, sgd(), path.string());
+  third.at(2, 1);
+  EXPECT_EQ(third.measured(), 1);
+  std::filesystem::remove(path);
+}
+
+TEST_F(PlanSearch, APlanBecomesTheTrainersFlags) {
+  CostBook book(mlp(), sgd());
+  const auto request = cpu_request(2, 8);
+  auto shape = parse_plan_shape("K=2,M=4,schedule=zbv,checkpoint=always");
+  EXPECT_EQ(shape.v, 2);
+  EXPECT_EQ(shape.threads, 1);
+  const auto plan = predict(book, request, shape);
+  ASSERT_EQ(plan.stage_balance.size(), 4u);
+  train::TrainOptions options;
+  options.balance = "1,3";  // replaced by the plan
+  train::apply_plan(plan, request, options);
+  EXPECT_EQ(options.partitions, 2);
+  EXPECT_TRUE(options.balance.empty());
+  EXPECT_EQ(options.chunks, 4);
+  EXPECT_EQ(options.schedule, "zbv");
+  EXPECT_EQ(options.virtual_stages, 2);
+  EXPECT_EQ(options.checkpoint, "always");
+  EXPECT_EQ(options.threads_per_device, 1);
+  std::string stages;
+  for (int64_t n : plan.stage_balance)
+    stages += (stages.empty() ? "" : ",") + std::to_string(n);
+  EXPECT_EQ(options.stage_balance, stages);  // 5 layers (4 hidden and the output) in 4 stages
+}
+
+TEST(Plan, ShapesParseAndBadOnesAreNamed) {
+  const auto s = parse_plan_shape("K=4,R=2,M=16,schedule=interleaved-1f1b,v=3,threads=2");
+  EXPECT_EQ(s.describe(), "K=4,R=2,M=16,schedule=interleaved-1f1b,v=3,checkpoint=never,threads=2");
+  EXPECT_CONFIG_ERROR(parse_plan_shape("K=2,Q=3"), "unknown plan key 'Q'");
+  EXPECT_CONFIG_ERROR(parse_plan_shape("K=0"), "K needs one integer >= 1");
+  EXPECT_CONFIG_ERROR(parse_plan_shape("M"), "'M' is not key=value");
+  EXPECT_CONFIG_ERROR(parse_plan_shape("schedule=zigzag"), "zigzag");
+}
+
+}  // namespace
+}  // namespace gpipe::plan

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Summarises experiments/check_plan.sh's gpipe_plan JSON files into summary.md and summary.json.
+
+For each scenario (model and budget): the relative error of predicted step time and peak bytes
+per device against measurement for the verified plans and the grid, and the planner's first
+choice (measured) against the fastest grid shape whose measured peak fit the budget.
+Usage: scripts/plan_summary.py RESULTS_DIR
+"""
+import glob
+import json
+import os
+import sys
+
+
+def shape(p):
+    return "K={K} M={M} {schedule} v={v} {checkpoint} t={threads}".format(**p)
+
+
+def errors(p):
+    measured_peak = max(p["measured_peak_bytes_per_device"])
+    predicted_peak = max(p["predicted_peak_bytes_per_device"])
+    return (p["predicted_step_ms"] / p["measured_step_ms"] - 1, predicted_peak / measured_peak - 1,
+            measured_peak)
+
+
+def main(folder):
+    rows = []
+    for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
+        if os.path.basename(path) == "summary.json":
+            continue
+        with open(path) as f:
+            run = json.load(f)
+        budget = run["memory_per_device"]
+        measured = []
+        for kind in ("plans", "grid"):
+            for p in run[kind]:
+                if "measured_step_ms" not in p:
+                    continue
+                time_err, peak_err, peak = errors(p)
+                measured.append({"kind": kind, "shape": shape(p), "time_error": time_err,
+                                 "peak_error": peak_err, "measured_step_ms": p["measured_step_ms"],
+                                 "predicted_step_ms": p["predicted_step_ms"],
+                                 "fits_measured": peak <= budget})
+        first = run["plans"][0]
+        fitting_grid = [m for m in measured if m["kind"] == "grid" and m["fits_measured"]]
+        best = min(fitting_grid, key=lambda m: m["measured_step_ms"]) if fitting_grid else None
+        rows.append({
+            "scenario": os.path.splitext(os.path.basename(path))[0],
+            "budget_bytes": budget,
+            "planning_seconds": run["planning_seconds"],
+            "considered": run["considered"], "fit": run["fit"],
+            "first_choice": shape(first),
+            "first_predicted_ms": first["predicted_step_ms"],
+            "first_measured_ms": first.get("measured_step_ms"),
+            "best_grid": best["shape"] if best else None,
+            "best_grid_measured_ms": best["measured_step_ms"] if best else None,
+            "grid_fitting": len(fitting_grid),
+            "best_grid_speedup_over_first":
+                first["measured_step_ms"] / best["measured_step_ms"] - 1 if best else None,
+            "max_abs_time_error": max(abs(m["time_error"]) for m in measured),
+            "max_abs_peak_error": max(abs(m["peak_error"]) for m in measured),
+            "within_15_percent": sum(abs(m["time_error"]) <= 0.15 and abs(m["peak_error"]) <= 0.15
+                                     for m in measured),
+            "measured_plans": len(measured),
+            "runs": measured})
+    with open(os.path.join(folder, "summary.json"), "w") as f:
+        json.dump({"command": "experiments/check_plan.sh", "scenarios": rows}, f, indent=2)
+    lines = ["# gpipe_plan against measurement", "",
+             "Made by `experiments/check_plan.sh` (this folder's COMMAND). Errors are predicted / "
+             "measured - 1 over every measured plan of the scenario (the top 3 and the 12 grid "
+             "shapes); `grid faster` is how much faster the fastest grid shape that fit the budget "
+             "(measured peak) ran than the planner's first choice (negative: the planner's choice "
+             "was faster).", "",
+             "| scenario | planning s | first choice | predicted ms | measured ms | fastest grid "
+             "shape that fit | its ms | grid faster | max time err | max peak err | within 15% |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append("| {scenario} | {planning_seconds:.1f} | {first_choice} | "
+                     "{first_predicted_ms:.1f} | {first_measured_ms:.1f} | {best_grid} | "
+                     "{best_grid_measured_ms:.1f} | {best_grid_speedup_over_first:+.1%} | "
+                     "{max_abs_time_error:.1%} | {max_abs_peak_error:.1%} | "
+                     "{within_15_percent}/{measured_plans} |".format(**r))
+    lines += ["", "Every measured plan:", "",
+              "| scenario | source | shape | predicted ms | measured ms | time err | peak err |",
+              "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        for m in r["runs"]:
+            lines.append("| {} | {} | {} | {:.1f} | {:.1f} | {:+.1%} | {:+.1%} |".format(
+                r["scenario"], m["kind"], m["shape"], m["predicted_step_ms"],
+                m["measured_step_ms"], m["time_error"], m["peak_error"]))
+    with open(os.path.join(folder, "summary.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
