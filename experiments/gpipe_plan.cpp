@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
     std::vector<plan::PlanShape> grid_shapes;
     for (const auto& item : cli::parse_strings(grid, ';'))
       grid_shapes.push_back(plan::parse_plan_shape(item));
-    auto book = train::cost_book(options, cache);
+    auto book = train::cost_book(options, request, cache);
     auto result = plan::search(book, request);
     const double planning_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -4,16 +4,15 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <thread>
 
 #include "gpipe/errors.h"
 #include "gpipe/memory.h"
 #include "gpipe/timeline.h"
+#include "tables/workload.h"
 
 namespace gpipe::plan {
 namespace {
@@ -84,20 +83,24 @@ nlohmann::json read_cache(const std::string& path) {
 }  // namespace
 
 CostBook::CostBook(models::ModelConfig model, Pipeline::OptimizerFactory optimizer,
-                   std::string cache, uint64_t seed)
+                   std::string cache, uint64_t seed, std::vector<std::string> devices)
     : model_(std::move(model)),
       optimizer_(std::move(optimizer)),
       cache_path_(std::move(cache)),
+      devices_(std::move(devices)),
       seed_(seed) {
   model_.init_seed = seed;
   num_layers_ = models::make_model(model_)->num_layers();
-  key_ = nlohmann::json{{"model", models::to_json(model_)}, {"machine", machine()}}.dump();
+  key_ = nlohmann::json{{"model", models::to_json(model_)},
+                        {"machine", machine()},
+                        {"devices", devices_.empty() ? "cpu" : devices_.front()}}
+             .dump();
   const auto cache_json = read_cache(cache_path_);
   if (!cache_json.contains(key_)) return;
   try {
     const auto& entries = cache_json.at(key_);
     if (entries.contains("state_slots")) state_slots_ = entries.at("state_slots").get<int64_t>();
-    if (entries.contains("contention")) entries.at("contention").get_to(contention_);
+    if (entries.contains("calibration")) entries.at("calibration").get_to(calibration_);
     for (const auto& [name, value] : entries.at("costs").items()) {
       const auto x = name.find('x');
       const int64_t micro = std::stoll(name.substr(0, x));
@@ -108,7 +111,7 @@ CostBook::CostBook(models::ModelConfig model, Pipeline::OptimizerFactory optimiz
     spdlog::warn("ignoring the cost cache {} for this model ({}); measuring again", cache_path_,
                  e.what());
     costs_.clear();
-    contention_.clear();
+    calibration_.clear();
     state_slots_ = -1;
   }
 }
@@ -124,7 +127,8 @@ const MicrobatchCosts& CostBook::at(int64_t microbatch, int threads) {
   const auto sample = builder->sample_batch(microbatch, seed_ + 2);
   MicrobatchCosts costs;
   costs.layers = tables::measure_layer_costs(
-      builder->build(), sample, builder->loss(), DeviceSpec::parse("cpu:0"), optimizer_,
+      builder->build(), sample, builder->loss(),
+      DeviceSpec::parse(devices_.empty() ? "cpu:0" : devices_.front()), optimizer_,
       ProfileOptions().warmup(1).iterations(3).threads(threads));
   costs.input_bytes = static_cast<double>(sample.input.nbytes());
   ++measured_;
@@ -133,57 +137,30 @@ const MicrobatchCosts& CostBook::at(int64_t microbatch, int threads) {
   return stored;
 }
 
-double CostBook::contention(int64_t microbatch, int threads, int64_t workers) {
-  if (workers <= 1) return 1.0;
-  const auto name = entry_name(microbatch, threads) + "x" + std::to_string(workers);
-  const auto found = contention_.find(name);
-  if (found != contention_.end()) return found->second;
-  spdlog::info("measuring contention of {} devices at micro-batch {} with {} thread(s)", workers,
+double CostBook::calibration(int64_t microbatch, int threads, int64_t devices) {
+  const auto name = entry_name(microbatch, threads) + "x" + std::to_string(devices);
+  const auto found = calibration_.find(name);
+  if (found != calibration_.end()) return found->second;
+  const auto& costs = at(microbatch, threads).layers;
+  const int64_t K = std::min(devices, num_layers_);
+  const int64_t M = 2 * K;  // both ends of the pipeline busy at once for most of the step
+  spdlog::info("calibrating: a GPipe step of K={} M={} at micro-batch {} with {} thread(s)", K, M,
                microbatch, threads);
+  const auto balance = tables::balance_by_time(costs, K);
+  const double simulated =
+      tables::project_step(costs, K, M, Checkpoint::kNever, link_preset("none"), balance).step_ms;
   const auto builder = models::make_model(model_);
-  const auto sample = builder->sample_batch(microbatch, seed_ + 2);
-  std::vector<std::unique_ptr<DeviceWorker>> devices;
-  std::vector<LayerList> models;
-  for (int64_t w = 0; w < workers; ++w) {
-    devices.push_back(
-        std::make_unique<DeviceWorker>(DeviceSpec::parse("cpu:" + std::to_string(w)), threads));
-    models.push_back(builder->build());
-  }
-  const auto loss = builder->loss();
-  // One forward and backward of the whole model on worker w.
-  const auto pass = [&](int64_t w) {
-    return devices[w]->submit([&, w] {
-      Activations x = {sample.input};
-      for (const auto& layer : models[w])
-        x = layer->forward(x);
-      loss(x, sample.target).backward();
-      for (const auto& layer : models[w]) {
-        for (auto& p : layer->parameters())
-          p.mutable_grad().reset();
-      }
-    });
-  };
-  const auto timed = [&](int64_t active) {
-    std::vector<double> times;
-    for (int run = 0; run < 4; ++run) {
-      const auto start = std::chrono::steady_clock::now();
-      std::vector<std::future<void>> running;
-      for (int64_t w = 0; w < active; ++w)
-        running.push_back(pass(w));
-      for (auto& f : running)
-        f.get();
-      if (run > 0) {
-        times.push_back(
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      }
-    }
-    std::sort(times.begin(), times.end());
-    return times[times.size() / 2];
-  };
-  const double alone = timed(1);
-  const double together = timed(workers);
-  const double ratio = std::max(1.0, together / alone);
-  contention_[name] = ratio;
+  const auto batch = builder->sample_batch(microbatch * M, seed_ + 1);
+  tables::RunShape shape;
+  shape.balance = balance;
+  shape.chunks = M;
+  shape.checkpoint = Checkpoint::kNever;
+  shape.threads_per_device = threads;
+  if (!devices_.empty()) shape.devices.assign(devices_.begin(), devices_.begin() + K);
+  const double measured =
+      tables::measure_training(*builder, batch, shape, optimizer_, 1, 3, seed_).median_step_ms;
+  const double ratio = measured / simulated;
+  calibration_[name] = ratio;
   save();
   return ratio;
 }
@@ -212,7 +189,7 @@ void CostBook::save() const {
   auto cache_json = read_cache(cache_path_);
   nlohmann::json entries = {{"costs", nlohmann::json::object()}};
   if (state_slots_ >= 0) entries["state_slots"] = state_slots_;
-  entries["contention"] = contention_;
+  entries["calibration"] = calibration_;
   for (const auto& [shape, costs] : costs_)
     entries["costs"][entry_name(shape.first, shape.second)] = to_json(costs);
   cache_json[key_] = entries;

@@ -7,13 +7,14 @@
 // update, parameter, kept-activation and output bytes) once at every (micro-batch, threads) the
 // search asks for, and keeps the results in memory and, optionally, in a cache file keyed by the
 // model's configuration and the machine, so a second planning run of the same model measures
-// nothing.
+// nothing. Each (micro-batch, threads, devices) is also calibrated once against a real step.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "gpipe/models/registry.h"
 #include "gpipe/pipeline.h"
@@ -29,16 +30,21 @@ struct MicrobatchCosts {
 
 class CostBook {
  public:
-  // `cache` is a JSON file of earlier measurements (created if missing); empty: none.
+  // `cache` is a JSON file of earlier measurements (created if missing); empty: none. `devices`:
+  // the accelerators to measure on (the first profiles, the first K calibrate); empty: CPU.
   CostBook(models::ModelConfig model, Pipeline::OptimizerFactory optimizer, std::string cache = "",
-           uint64_t seed = 0);
+           uint64_t seed = 0, std::vector<std::string> devices = {});
 
-  // Measures on first use (`microbatch` samples, `threads` intra-op threads on cpu:0).
+  // Measures on first use (`microbatch` samples, `threads` intra-op threads on the first
+  // device, cpu:0 for CPU plans).
   const MicrobatchCosts& at(int64_t microbatch, int threads);
-  // How much slower the model's forward and backward at `microbatch` run when `workers` devices
-  // of `threads` threads compute at once (they share the memory bandwidth and caches of one
-  // machine) than when one runs alone: the ratio of the two medians, >= 1. Measured on first use.
-  double contention(int64_t microbatch, int threads, int64_t workers);
+  // How much longer a real training step through the engine takes than the simulator predicts
+  // from these isolated layer costs: one GPipe step of `devices` devices (K, M = 2K, time-balanced,
+  // no recompute) at `microbatch`, measured over simulated. It carries what isolated layers do not
+  // show: CPU devices sharing one machine's memory bandwidth and caches, the engine's own work
+  // per action and per step, and layers running on data that is no longer in cache. Measured on
+  // first use.
+  double calibration(int64_t microbatch, int threads, int64_t devices);
   // Optimizer state tensors per parameter, counted by the memory meter over one real step of
   // the optimizer (SGD with momentum 1, RMSProp 1 or 2 with momentum, Adam 2).
   int64_t state_slots();
@@ -55,13 +61,14 @@ class CostBook {
   models::ModelConfig model_;
   Pipeline::OptimizerFactory optimizer_;
   std::string cache_path_;
+  std::vector<std::string> devices_;
   uint64_t seed_;
   std::string key_;  // the model and the machine
   int64_t num_layers_ = 0;
   int64_t state_slots_ = -1;
   int64_t measured_ = 0;
   std::map<std::pair<int64_t, int>, MicrobatchCosts> costs_;
-  std::map<std::string, double> contention_;  // "microbatch x threads x workers"
+  std::map<std::string, double> calibration_;  // "microbatch x threads x devices"
 };
 
 }  // namespace gpipe::plan

@@ -35,8 +35,10 @@ plan::PlanRequest plan_request(const TrainOptions& options) {
   return request;
 }
 
-plan::CostBook cost_book(const TrainOptions& options, const std::string& cache) {
-  return plan::CostBook(options.model, make_optimizer_factory(options), cache, options.seed);
+plan::CostBook cost_book(const TrainOptions& options, const plan::PlanRequest& request,
+                         const std::string& cache) {
+  return plan::CostBook(options.model, make_optimizer_factory(options), cache, options.seed,
+                        request.devices);
 }
 
 void apply_plan(const plan::Plan& plan, const plan::PlanRequest& request, TrainOptions& options) {

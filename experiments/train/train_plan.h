@@ -17,9 +17,10 @@ namespace gpipe::train {
 // cores; a list of cuda devices plans over those. Throws ConfigError for a bad budget.
 plan::PlanRequest plan_request(const TrainOptions& options);
 
-// The model and the trainer's optimizer, measured on this machine (`cache`: a JSON file of
-// earlier measurements, or empty).
-plan::CostBook cost_book(const TrainOptions& options, const std::string& cache);
+// The model and the trainer's optimizer, measured on the request's devices (`cache`: a JSON file
+// of earlier measurements, or empty).
+plan::CostBook cost_book(const TrainOptions& options, const plan::PlanRequest& request,
+                         const std::string& cache);
 
 // Sets the pipeline flags of `options` to `plan` (K, balance, M, schedule, v, checkpoint,
 // threads, devices).

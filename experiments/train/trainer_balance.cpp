@@ -21,7 +21,7 @@ void Trainer::choose_plan() {
               "gpipe_plan prints");
   auto request = plan_request(o);
   request.max_replicas = 1;
-  auto book = cost_book(o, "");
+  auto book = cost_book(o, request, "");
   const auto result = plan::search(book, request);
   GPIPE_CHECK(!result.ranked.empty(), ConfigError, nothing_fits(result, request));
   const auto& best = result.ranked.front();
