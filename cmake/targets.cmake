@@ -27,6 +27,9 @@ endfunction()
 # gpipe_link_tcmalloc(target): every executable and test links tcmalloc, forced in even though
 # nothing names its symbols.
 function(gpipe_link_tcmalloc target)
+  if(GPIPE_SANITIZE)
+    return()  # the sanitizer's allocator replaces it
+  endif()
   target_link_libraries(${target} PRIVATE
     -Wl,--no-as-needed ${TCMALLOC_MINIMAL_LIBRARY} -Wl,--as-needed)
 endfunction()

@@ -148,17 +148,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->group(group);
 
-  std::vector<std::string> args;
-  try {
-    args = train::expand_preset(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    return cli::kExitBadInput;
-  }
-  std::vector<char*> argv2;
-  for (auto& a : args)
-    argv2.push_back(a.data());
-  return cli::run_main(app, static_cast<int>(argv2.size()), argv2.data(), [&] {
+  return train::run_with_presets(app, argc, argv, [&] {
     const auto start = std::chrono::steady_clock::now();
     GPIPE_CHECK(top >= 1 && verify_top >= 0 && max_chunks >= 1 && allreduce_gbs > 0, ConfigError,
                 "--top and --max-chunks must be >= 1, --verify >= 0 and --allreduce-gbs > 0");

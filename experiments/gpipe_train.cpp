@@ -27,17 +27,7 @@ int main(int argc, char** argv) {
   train::TrainOptions options;
   train::add_train_flags(app, options);
 
-  std::vector<std::string> args;
-  try {
-    args = train::expand_preset(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    return cli::kExitBadInput;
-  }
-  std::vector<char*> argv2;
-  for (auto& a : args)
-    argv2.push_back(a.data());
-  return cli::run_main(app, static_cast<int>(argv2.size()), argv2.data(), [&] {
+  return train::run_with_presets(app, argc, argv, [&] {
     spdlog::set_level(spdlog::level::from_str(options.log_level));
     train::Trainer trainer(options);
     try {
@@ -65,7 +55,7 @@ int main(int argc, char** argv) {
       }
       return cli::kExitOk;
     } catch (const train::TrainingStopped& e) {
-      spdlog::error("{}", e.what());
+      spdlog::error("{}", error_message(e));
       return cli::kExitFailure;
     }
   });

@@ -22,6 +22,8 @@ packages=(
   dataset-fashion-mnist python3-matplotlib
   # multi-host tests create network namespaces
   iproute2
+  # sanitizer and fuzzing builds (scripts/sanitize.sh, scripts/fuzz.sh): clang with libFuzzer
+  clang-14 libclang-rt-14-dev
 )
 
 missing=()

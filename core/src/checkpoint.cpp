@@ -1,7 +1,10 @@
 #include "gpipe/checkpoint.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <type_traits>
 
@@ -118,6 +121,28 @@ void restore_state(torch::optim::Optimizer& optimizer, const torch::Tensor& p,
   states[state_key(states, p)] = std::move(state);
 }
 
+// Writes `archive` to `path`. LibTorch's own file writer throws from its destructor when a write
+// fails (a full disk, a file-size limit), which ends the process; so LibTorch only ever sees a
+// sink that accepts every byte, and the first failed write is reported here with errno's reason.
+void write_archive(torch::serialize::OutputArchive& archive, const fs::path& path) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  int error = out.good() ? 0 : (errno != 0 ? errno : EIO);
+  archive.save_to([&](const void* data, size_t size) -> size_t {
+    if (error == 0) {
+      out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+      if (!out.good()) error = errno != 0 ? errno : EIO;
+    }
+    return size;
+  });
+  if (error == 0) {
+    out.flush();
+    if (!out.good()) error = errno != 0 ? errno : EIO;
+  }
+  out.close();
+  GPIPE_CHECK(error == 0, Error, "cannot write checkpoint shard '", path.string(),
+              "': ", std::strerror(error));
+}
+
 }  // namespace
 
 std::string optimizer_kind(torch::optim::Optimizer& optimizer) {
@@ -168,11 +193,7 @@ void save_stage_shards(Pipeline& pipeline, const std::string& dir) {
       archive.write("t" + std::to_string(t), tensors[t]);
     const auto path = fs::path(dir) / ("stage-" + std::to_string(s) + ".pt");
     const auto tmp = fs::path(path.string() + ".tmp");
-    try {
-      archive.save_to(tmp.string());
-    } catch (const std::exception& e) {
-      throw Error(c10::str("cannot write checkpoint shard '", tmp.string(), "': ", e.what()));
-    }
+    write_archive(archive, tmp);
     fs::rename(tmp, path);
   }
 }
@@ -194,18 +215,23 @@ LoadReport load_stage_shards(Pipeline& pipeline, const std::string& dir,
       archive.read("format", format);
       archive.read("names", names);
     } catch (const std::exception& e) {
-      throw InputError(c10::str(
-          "checkpoint shard '", entry.path().string(),
-          "' is corrupt or not a gpipe checkpoint: ", std::string(e.what()).substr(0, 200)));
+      throw InputError(
+          c10::str("checkpoint shard '", entry.path().string(),
+                   "' is corrupt or not a gpipe checkpoint: ", error_message(e).substr(0, 200)));
     }
     GPIPE_CHECK(format.isString() && format.toStringRef() == kFormat, InputError, "'",
                 entry.path().string(), "' is not a gpipe stage shard (format ",
                 format.isString() ? format.toStringRef() : "?", ")");
-    const auto list = names.toList();
-    for (size_t t = 0; t < list.size(); ++t) {
-      torch::Tensor value;
-      archive.read("t" + std::to_string(t), value);
-      saved[list.get(t).toStringRef()] = value;
+    try {
+      const auto list = names.toList();
+      for (size_t t = 0; t < list.size(); ++t) {
+        torch::Tensor value;
+        archive.read("t" + std::to_string(t), value);
+        saved[list.get(t).toStringRef()] = value;
+      }
+    } catch (const std::exception& e) {
+      throw InputError(c10::str("checkpoint shard '", entry.path().string(),
+                                "' is corrupt: ", error_message(e).substr(0, 200)));
     }
   }
   GPIPE_CHECK(shards > 0, ConfigError, "checkpoint folder '", dir, "' holds no stage-*.pt shard");

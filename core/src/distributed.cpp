@@ -128,7 +128,7 @@ Context::Context(const Env& env, ContextOptions options) : env_(env), options_(o
     store_ = connect(env_.rank == 0);
     watch_store_ = connect(false);
   } catch (const std::exception& e) {
-    const std::string what = e.what();
+    const std::string what = error_message(e);
     if (env_.rank == 0) {
       throw ConfigError(c10::str("rank 0 cannot host the rendezvous store at ", env_.master_addr,
                                  ":", env_.master_port,
@@ -186,9 +186,9 @@ Context::Context(const Env& env, ContextOptions options) : env_(env), options_(o
       why = abort_reason_;
     }
     throw DistributedError(
-        why.empty()
-            ? c10::str("rank ", env_.rank, " could not connect its process groups: ", e.what())
-            : why,
+        why.empty() ? c10::str("rank ", env_.rank,
+                               " could not connect its process groups: ", error_message(e))
+                    : why,
         -1);
   }
   spdlog::debug("rank {}: stage {} of {}, replica {} of {}", env_.rank, stage(), K, replica(),
@@ -296,7 +296,7 @@ void Context::watch() {
       record_abort(c10::str(describe(0),
                             " was lost: the rendezvous store it hosts stopped "
                             "answering (",
-                            std::string(e.what()).substr(0, 200), ")"));
+                            error_message(e).substr(0, 200), ")"));
     }
     std::this_thread::sleep_for(options_.heartbeat());
   }
@@ -396,7 +396,7 @@ torch::Tensor Context::all_reduce(c10d::ProcessGroup& group, torch::Tensor tenso
   } catch (const DistributedError&) {
     throw;
   } catch (const std::exception& e) {
-    fail(c10::str(what, " failed: ", std::string(e.what()).substr(0, 300)), -1);
+    fail(c10::str(what, " failed: ", error_message(e).substr(0, 300)), -1);
   }
   return tensors[0];
 }

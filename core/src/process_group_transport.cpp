@@ -4,12 +4,30 @@
 // rank and sizes of each) followed by the tensors, received ahead by one thread per peer.
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
+
 #include "gpipe/distributed.h"
 
 namespace gpipe::distributed {
 namespace {
 
 constexpr int64_t kHeaderSize = 256;  // int64 words: count, then (defined, dtype, ndim, dims...)
+
+// Tests set GPIPE_FAULT_INJECT=bad-header@R (a header no receiver can parse) or wrong-shape@R
+// (gradients with one row too many, header and data agreeing) to make rank R send what a peer
+// with a defect would. Returns the fault this rank injects, or "".
+std::string injected_fault(int rank) {
+  const char* value = std::getenv("GPIPE_FAULT_INJECT");
+  if (value == nullptr) return "";
+  const std::string text(value);
+  const auto at = text.find('@');
+  if (at == std::string::npos || text.substr(at + 1) != std::to_string(rank)) return "";
+  return text.substr(0, at);
+}
+
+std::string shape_text(const std::vector<int64_t>& sizes) {
+  return "[" + c10::Join(", ", sizes) + "]";
+}
 
 }  // namespace
 
@@ -64,6 +82,17 @@ void ProcessGroupTransport::send(int64_t from, int64_t to, const MessageKey& key
                 " sends micro-batch ", key.microbatch, " to stage ", key.to_stage,
                 ", which this step's schedule does not list");
     sequence = it->second;
+    if (key.direction == Direction::kForward) {
+      auto& shapes = sent_shapes_[address(key)];
+      shapes.clear();
+      for (const auto& t : tensors)
+        shapes.push_back(t.defined() ? t.sizes().vec() : std::vector<int64_t>{});
+    }
+  }
+  static const std::string fault = injected_fault(context_.rank());
+  if (fault == "wrong-shape" && key.direction == Direction::kBackward && !tensors.empty() &&
+      tensors[0].defined() && tensors[0].dim() > 0) {
+    tensors[0] = torch::cat({tensors[0], tensors[0].narrow(0, 0, 1)});
   }
   auto header = torch::zeros({kHeaderSize}, torch::kLong);
   auto* h = header.data_ptr<int64_t>();
@@ -84,6 +113,7 @@ void ProcessGroupTransport::send(int64_t from, int64_t to, const MessageKey& key
     const bool gloo = context_.pipeline_group().getBackendName() == "gloo";
     pieces.push_back(t.is_cuda() && gloo ? t.cpu().contiguous() : t.contiguous());
   }
+  if (fault == "bad-header") h[0] = kHeaderSize + 1;
   for (size_t i = 0; i < pieces.size(); ++i) {
     std::vector<at::Tensor> one{pieces[i]};
     try {
@@ -93,7 +123,7 @@ void ProcessGroupTransport::send(int64_t from, int64_t to, const MessageKey& key
       sends_.emplace_back(std::move(work), std::move(one));
     } catch (const std::exception& e) {
       context_.fail(c10::str("sending to ", context_.describe(context_.global_rank(to)), ": ",
-                             std::string(e.what()).substr(0, 300)),
+                             error_message(e).substr(0, 300)),
                     context_.global_rank(to));
     }
   }
@@ -136,7 +166,7 @@ Activations ProcessGroupTransport::receive_message(int64_t peer, const MessageKe
       context_.fail(c10::str("waiting for ",
                              key.direction == Direction::kForward ? "activations" : "gradients",
                              " of micro-batch ", key.microbatch, " of step ", key.step, " from ",
-                             context_.describe(global), ": ", std::string(e.what()).substr(0, 300)),
+                             context_.describe(global), ": ", error_message(e).substr(0, 300)),
                     global);
     }
     if (closing() || !completed) throw AbortedError("the transport is closing");
@@ -154,6 +184,21 @@ Activations ProcessGroupTransport::receive_message(int64_t peer, const MessageKe
   auto corrupt = [&](const char* what) {
     return c10::str("corrupt message header from ", context_.describe(global), ": ", what);
   };
+  // Gradients must have the shapes of the activations this rank sent forward for them.
+  const std::vector<std::vector<int64_t>>* expected = nullptr;
+  if (key.direction == Direction::kBackward) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = sent_shapes_.find(address(
+        MessageKey{key.step, key.to_stage, key.from_stage, key.microbatch, Direction::kForward}));
+    if (it != sent_shapes_.end()) expected = &it->second;
+  }
+  auto check_shape = [&](size_t i, const std::vector<int64_t>& sizes) {
+    if (expected == nullptr || i >= expected->size() || (*expected)[i].empty()) return;
+    GPIPE_CHECK(sizes == (*expected)[i], Error, context_.describe(global), " sent stage ",
+                key.to_stage, " a gradient of shape ", shape_text(sizes), " for output ", i,
+                " of micro-batch ", key.microbatch, " of step ", key.step,
+                ", whose activations had shape ", shape_text((*expected)[i]));
+  };
   for (int64_t i = 0; i < count; ++i) {
     GPIPE_CHECK(at + 3 <= kHeaderSize, Error, corrupt("more tensors than the header holds"));
     if (h[at++] == 0) {
@@ -169,6 +214,7 @@ Activations ProcessGroupTransport::receive_message(int64_t peer, const MessageKe
     std::vector<int64_t> sizes(h + at, h + at + dims);
     for (int64_t d : sizes)
       GPIPE_CHECK(d >= 0, Error, corrupt("negative size"));
+    check_shape(static_cast<size_t>(i), sizes);
     at += dims;
     std::vector<at::Tensor> data{torch::empty(sizes, torch::TensorOptions().dtype(dtype))};
     wait(data, piece++);
@@ -180,6 +226,7 @@ Activations ProcessGroupTransport::receive_message(int64_t peer, const MessageKe
 void ProcessGroupTransport::begin_step(int64_t device, const Schedule& schedule, int64_t step) {
   std::lock_guard<std::mutex> lock(mutex_);
   send_sequence_.clear();
+  sent_shapes_.clear();
   for (int64_t peer = 0; peer < schedule.devices; ++peer) {
     if (peer == device) continue;  // delivered locally, nothing to number
     // Messages between `device` and `peer`, numbered in the sender's list order.
@@ -225,7 +272,7 @@ void ProcessGroupTransport::start_receiver(int64_t peer, std::unique_ptr<Receive
         mailbox_[address(next.first)] = std::move(message);
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> guard(mutex_);
-        if (error_.empty()) error_ = e.what();
+        if (error_.empty()) error_ = error_message(e);
       }
       cv_.notify_all();
     }
@@ -260,10 +307,9 @@ void ProcessGroupTransport::end_step(int64_t device) {
     try {
       work->wait(context_.timeout());
     } catch (const std::exception& e) {
-      context_.fail(
-          c10::str("device ", device, " (", context_.describe(context_.rank()),
-                   ") could not finish its sends: ", std::string(e.what()).substr(0, 300)),
-          -1);
+      context_.fail(c10::str("device ", device, " (", context_.describe(context_.rank()),
+                             ") could not finish its sends: ", error_message(e).substr(0, 300)),
+                    -1);
     }
   }
 }

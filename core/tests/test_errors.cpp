@@ -1,6 +1,8 @@
 // Every bad input gets a typed exception whose message names the offending value.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "test_util.h"
 
 namespace gpipe::testing {
@@ -140,6 +142,24 @@ TEST(BadInput, NonFiniteLossIsRefusedAndParametersStayUntouched) {
 TEST(BadConfig, NamesOfModesAndSchedules) {
   expect_error<ConfigError>([] { parse_checkpoint("sometimes"); }, {"sometimes", "except_last"});
   expect_error<ConfigError>([] { parse_schedule_kind("interleaved"); }, {"interleaved", "1f1b"});
+}
+
+TEST(ErrorMessage, OneLineWithoutLibTorchsBacktrace) {
+  const auto path = std::string(::testing::TempDir()) + "/not_an_archive.pt";
+  { std::ofstream(path) << "not a zip archive, only text long enough to be looked at"; }
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(path);
+    ADD_FAILURE() << "no exception thrown";
+  } catch (const c10::Error& e) {
+    const std::string full = e.what();
+    const std::string shown = error_message(e);
+    EXPECT_NE(full.find("frame #"), std::string::npos) << "LibTorch's own message had no backtrace";
+    EXPECT_EQ(shown.find("frame #"), std::string::npos) << shown;
+    EXPECT_EQ(shown.find('\n'), std::string::npos) << shown;
+    EXPECT_NE(shown.find("failed reading zip archive"), std::string::npos) << shown;
+  }
+  EXPECT_EQ(error_message(ConfigError("line one\nline two\n")), "line one line two");
 }
 
 }  // namespace

@@ -21,7 +21,11 @@ std::string unsupported(ScheduleKind kind, int64_t K, int64_t M) {
 }
 
 TEST_P(ScheduleTransparency, GradientsAndUpdatedParametersEqualThePlainModel) {
-  const auto [kind, K, M, checkpoint] = GetParam();
+  // Named copies, not a structured binding: C++17 lambdas cannot capture bindings (clang).
+  const auto kind = std::get<0>(GetParam());
+  const auto K = std::get<1>(GetParam());
+  const auto M = std::get<2>(GetParam());
+  const auto checkpoint = std::get<3>(GetParam());
   // 8 layers: every device gets a multiple of v = 2 at K = 1, 2, 4.
   const auto options = models::MlpOptions(12, 16, 7, 5).dropout(0.2).batch_norm(true);
   constexpr uint64_t kSeed = 17;

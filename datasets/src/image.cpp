@@ -36,7 +36,8 @@ cv::Mat decode_image(const std::vector<uint8_t>& bytes, const std::string& name,
     decoded = cv::imdecode(buffer, grayscale ? cv::IMREAD_GRAYSCALE : cv::IMREAD_COLOR);
   } catch (const cv::Exception& e) {
     throw BadImageError(
-        c10::str("cannot decode image ", name, " (", bytes.size(), " bytes): ", e.what()), name);
+        c10::str("cannot decode image ", name, " (", bytes.size(), " bytes): ", error_message(e)),
+        name);
   }
   if (decoded.empty()) {
     throw BadImageError(c10::str("cannot decode image ", name, " (", bytes.size(),
@@ -76,7 +77,7 @@ void write_image(const std::string& path, const cv::Mat& image, int jpeg_quality
   try {
     ok = cv::imencode(extension, bgr, encoded, params);
   } catch (const cv::Exception& e) {
-    throw DataError(c10::str("cannot encode ", path, ": ", e.what()));
+    throw DataError(c10::str("cannot encode ", path, ": ", error_message(e)));
   }
   GPIPE_CHECK(ok, DataError, "cannot encode ", path);
   std::ofstream file(path, std::ios::binary);

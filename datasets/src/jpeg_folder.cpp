@@ -95,7 +95,7 @@ void write_jpeg_folder(const std::string& dir, const JpegFolderOptions& o) {
     write_split(fs::path(dir) / "train", o.count(), o, 0);
     if (o.val_count() > 0) write_split(fs::path(dir) / "val", o.val_count(), o, o.count());
   } catch (const fs::filesystem_error& e) {
-    throw DataError(c10::str("cannot create folders under ", dir, ": ", e.what()));
+    throw DataError(c10::str("cannot create folders under ", dir, ": ", error_message(e)));
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <sstream>
 
@@ -76,6 +77,9 @@ void ensure_passive_openmp(int argc, char** argv) {
 
 int run_main(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
   ensure_passive_openmp(argc, argv);
+  // A write past the file-size limit (ulimit -f) then fails with EFBIG and is reported like a
+  // full disk, instead of SIGXFSZ killing the process in the middle of a checkpoint.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -87,16 +91,16 @@ int run_main(CLI::App& app, int argc, char** argv, const std::function<int()>& b
   try {
     return body();
   } catch (const ConfigError& e) {
-    spdlog::error("{}", e.what());
+    spdlog::error("{}", error_message(e));
   } catch (const InputError& e) {
-    spdlog::error("{}", e.what());
+    spdlog::error("{}", error_message(e));
   } catch (const CLI::Error& e) {
-    spdlog::error("{}", e.what());
+    spdlog::error("{}", error_message(e));
   } catch (const c10::Error& e) {
-    spdlog::error("{}", e.what_without_backtrace());
+    spdlog::error("{}", error_message(e));
     return kExitFailure;
   } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
+    spdlog::error("{}", error_message(e));
     return kExitFailure;
   }
   return kExitBadInput;

@@ -75,7 +75,8 @@ nlohmann::json read_cache(const std::string& path) {
   try {
     return nlohmann::json::parse(in);
   } catch (const std::exception& e) {
-    spdlog::warn("ignoring the unreadable cost cache {} ({}); measuring again", path, e.what());
+    spdlog::warn("ignoring the unreadable cost cache {} ({}); measuring again", path,
+                 error_message(e));
     return nlohmann::json::object();
   }
 }
@@ -109,7 +110,7 @@ CostBook::CostBook(models::ModelConfig model, Pipeline::OptimizerFactory optimiz
     }
   } catch (const std::exception& e) {
     spdlog::warn("ignoring the cost cache {} for this model ({}); measuring again", cache_path_,
-                 e.what());
+                 error_message(e));
     costs_.clear();
     calibration_.clear();
     state_slots_ = -1;

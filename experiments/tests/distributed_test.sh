@@ -145,6 +145,34 @@ case "$case_name" in
     [[ $elapsed -lt 30 ]] || fail "the survivors took $elapsed s (timeout 30 s)"
     echo "survivors exited non-zero ${elapsed} s after the kill, naming rank 1"
     ;;
+  bad_peer)
+    # Rank 1 sends what a peer with a defect would: a header no receiver can parse, then
+    # (another run) gradients of the wrong shape. Rank 0 must end the step naming rank 1, and
+    # both must exit non-zero well within the timeout.
+    for fault in bad-header wrong-shape; do
+      port=$(free_port)
+      for rank in 0 1; do
+        GPIPE_FAULT_INJECT="$fault@1" RANK=$rank WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 \
+          MASTER_PORT=$port "$bin/gpipe_train" --distributed "${mlp[@]}" --balance 3,3 \
+          --comm-timeout 30 >"$fault$rank.log" 2>&1 &
+        pids+=($!)
+      done
+      start=$(date +%s)
+      for rank in 0 1; do
+        wait "${pids[$rank]}"
+        [[ $? -ne 0 ]] || fail "$fault: rank $rank exited 0"
+      done
+      pids=()
+      elapsed=$(( $(date +%s) - start ))
+      [[ $elapsed -lt 30 ]] || fail "$fault: the ranks took $elapsed s (timeout 30 s)"
+      case $fault in
+        bad-header) expected="corrupt message header from rank 1 (stage 1, replica 0)" ;;
+        wrong-shape) expected="rank 1 (stage 1, replica 0) sent stage 0 a gradient of shape \[9, 64\]" ;;
+      esac
+      grep -q "$expected" "${fault}0.log" || fail "$fault: rank 0 says: $(grep -m2 error "${fault}0.log")"
+      echo "$fault: both ranks exited in ${elapsed} s; rank 0: $(grep -m1 -o "$expected[^;]*" "${fault}0.log")"
+    done
+    ;;
   stalled_rank)
     # A rank that stops answering (SIGSTOP: alive, silent): the others give up after the
     # timeout, naming it, instead of waiting forever.

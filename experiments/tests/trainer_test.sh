@@ -64,6 +64,81 @@ case "$case_name" in
     [[ ! -e ck/.step-00000003.tmp ]] || fail "the half-written checkpoint was not cleaned up"
     same_run straight.json resumed.json 0
     ;;
+  kill_during_save)
+    # kill -9 at 30 random moments of a run that saves after every step (an MLP of ~50 MB of
+    # parameters and RMSprop state, so that most of the time goes to writing checkpoints). After
+    # every kill `latest` names a checkpoint that the next run resumes from (it says so before
+    # it saves); the chain of resumed runs ends bit-identical to one straight run.
+    mlp=(--model mlp --layers 6 --width 1024 --in-features 1024 --dataset synthetic --batch-size 8
+         --chunks 2 --partitions 2 --optimizer rmsprop --lr 0.001 --lr-schedule constant
+         --progress off --eval-every -1 --seed 3)
+    "$bin/gpipe_train" "${mlp[@]}" --steps 1 --checkpoint-dir ck >/dev/null 2>&1 || fail "first"
+    RANDOM=13
+    mid_save=0
+    latest=$(cat ck/latest)
+    for trial in $(seq 1 30); do
+      # Started directly (a function would fork a subshell) so that $! is the trainer itself.
+      "$bin/gpipe_train" "${mlp[@]}" --steps 100000 --save-every 1 --checkpoint-dir ck --resume \
+        >/dev/null 2>trial.log &
+      pid=$!
+      # Once it saves (start-up time varies with the build and the load), a random moment of
+      # the next second, which holds a few steps and their saves.
+      for _ in $(seq 1 3600); do
+        grep -q "saved" trial.log && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.05
+      done
+      sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", r / 32767 }')"
+      kill -9 "$pid" 2>/dev/null
+      wait "$pid"
+      status=$?
+      [[ $status -eq 137 ]] || fail "trial $trial: the run ended by itself ($status): $(tail -2 trial.log)"
+      grep -qF "resumed from ck/$latest " trial.log ||
+        fail "trial $trial did not resume from $latest: $(grep -m3 "resumed\|warn\|error" trial.log)"
+      ls -a ck | grep -q '^\.step-.*\.tmp$' && mid_save=$((mid_save + 1))
+      latest=$(cat ck/latest)
+    done
+    echo "30 kills, $mid_save of them while a checkpoint was being written; latest at $latest"
+    [[ $mid_save -ge 3 ]] || fail "only $mid_save kills landed while a checkpoint was being written"
+    final=$(( 10#${latest#step-} + 2 ))
+    "$bin/gpipe_train" "${mlp[@]}" --steps "$final" --checkpoint-dir ck --resume \
+      --json resumed.json 2>resume.log || fail "resuming after the kills: $(tail -2 resume.log)"
+    grep -qF "resumed from ck/$latest " resume.log || fail "the last run did not resume from $latest"
+    "$bin/gpipe_train" "${mlp[@]}" --steps "$final" --json straight.json >/dev/null 2>&1 ||
+      fail "straight run"
+    same_run straight.json resumed.json 0
+    ;;
+  corrupt_fallback)
+    # A truncated newest checkpoint: --resume warns naming the file and continues from the one
+    # before, exactly.
+    train --balance 5,4 --steps 4 --json straight.json >/dev/null 2>&1 || fail "straight run"
+    train --balance 5,4 --steps 2 --save-every 1 --checkpoint-dir ck >/dev/null 2>&1 || fail "first"
+    truncate -s 100 ck/step-00000002/stage-1.pt
+    train --balance 5,4 --steps 4 --checkpoint-dir ck --resume --json resumed.json 2>run.log ||
+      fail "resume: $(tail -2 run.log)"
+    grep -q "warn.*step-00000002/stage-1.pt" run.log || fail "no warning naming the file: $(cat run.log)"
+    grep -q "resumed from .*step-00000001 " run.log || fail "did not fall back: $(grep resumed run.log)"
+    same_run straight.json resumed.json 0
+    ;;
+  disk_full)
+    # A checkpoint write that fails (a file-size limit stands in for a full disk): exit 1 with the
+    # reason, the previous checkpoint intact and still `latest`, nothing half-written left.
+    mlp=(--model mlp --layers 4 --width 512 --in-features 512 --dataset synthetic --batch-size 8
+         --chunks 2 --partitions 2 --optimizer rmsprop --lr 0.001 --progress off --eval-every -1)
+    "$bin/gpipe_train" "${mlp[@]}" --steps 3 --json straight.json >/dev/null 2>&1 || fail "straight"
+    "$bin/gpipe_train" "${mlp[@]}" --steps 1 --checkpoint-dir ck >/dev/null 2>&1 || fail "first"
+    (ulimit -f 1024 && exec "$bin/gpipe_train" "${mlp[@]}" --steps 3 --save-every 1 \
+      --checkpoint-dir ck --resume) >/dev/null 2>run.log
+    status=$?
+    [[ $status -eq 1 ]] || fail "expected exit 1, got $status: $(tail -2 run.log)"
+    grep -q "checkpoint of step 2 .*failed.*File too large.*step-00000001 is intact" run.log ||
+      fail "the message does not give the reason: $(tail -1 run.log)"
+    [[ "$(cat ck/latest)" == "step-00000001" ]] || fail "latest moved to $(cat ck/latest)"
+    ls -a ck | grep -q '\.tmp' && fail "a half-written checkpoint was left: $(ls -a ck)"
+    "$bin/gpipe_train" "${mlp[@]}" --steps 3 --checkpoint-dir ck --resume --json resumed.json \
+      2>/dev/null || fail "resume from the intact checkpoint"
+    same_run straight.json resumed.json 0
+    ;;
   finetune)
     train --balance 5,4 --steps 2 --checkpoint-dir ck >/dev/null 2>&1 || fail "pre-training"
     "$bin/gpipe_train" --model amoebanet-d --layers 3 --filters 16 --image-size 28 --channels 1 \
@@ -98,6 +173,9 @@ case "$case_name" in
     status=$?
     [[ $status -eq 2 ]] || fail "expected exit 2, got $status"
     grep -q "stage-1.pt" run.log || fail "the message does not name the file: $(tail -1 run.log)"
+    # One line for the user, no C++ frames.
+    ! grep -q "frame #" run.log || fail "LibTorch's backtrace reached the user: $(cat run.log)"
+    [[ $(grep -c "\[error\]" run.log) -eq 1 ]] || fail "not one error line: $(cat run.log)"
     ;;
   unknown_preset_key)
     printf 'model = "mlp"\nbogus-key = 3\n' > bad.toml

@@ -85,9 +85,26 @@ CheckpointManager::CheckpointManager(std::string dir, int64_t keep, distributed:
 
 std::string CheckpointManager::save(Pipeline& pipeline, const RunPosition& position,
                                     const nlohmann::json& run) {
+  const auto tmp_dir = fs::path(dir_) / ("." + folder_name(position.step) + ".tmp");
+  try {
+    return write(pipeline, position, run, tmp_dir);
+  } catch (const std::exception& e) {
+    // A failed write (a full disk, a file-size limit) must not leave the folder fuller: drop
+    // the half-written checkpoint; `latest` still names the previous complete one.
+    std::error_code ignored;
+    fs::remove_all(tmp_dir, ignored);
+    const auto previous = latest();
+    throw Error(c10::str("saving the checkpoint of step ", position.step, " in '", dir_,
+                         "' failed: ", error_message(e), "; ",
+                         previous ? "the previous checkpoint " + *previous + " is intact"
+                                  : std::string("no earlier checkpoint exists")));
+  }
+}
+
+std::string CheckpointManager::write(Pipeline& pipeline, const RunPosition& position,
+                                     const nlohmann::json& run, const fs::path& tmp_dir) {
   const bool lead = context_ == nullptr || context_->rank() == 0;
   const auto final_dir = fs::path(dir_) / folder_name(position.step);
-  const auto tmp_dir = fs::path(dir_) / ("." + folder_name(position.step) + ".tmp");
   if (lead) {
     fs::remove_all(tmp_dir);
     fs::create_directories(tmp_dir);
@@ -132,6 +149,50 @@ std::string CheckpointManager::save(Pipeline& pipeline, const RunPosition& posit
   return final_dir.string();
 }
 
+std::vector<std::string> CheckpointManager::candidates() const {
+  std::vector<std::string> found;
+  if (const auto newest = latest()) found.push_back(*newest);
+  std::vector<std::string> complete;
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    const auto name = e.path().filename().string();
+    if (e.is_directory() && name.rfind("step-", 0) == 0 && fs::exists(e.path() / kManifest))
+      complete.push_back(e.path().string());
+  }
+  std::sort(complete.rbegin(), complete.rend());
+  for (const auto& path : complete) {
+    if (found.empty() || path != found.front()) found.push_back(path);
+  }
+  return found;
+}
+
+nlohmann::json CheckpointManager::resume(Pipeline& pipeline, const nlohmann::json& run,
+                                         std::string* loaded_from) const {
+  const auto found = candidates();
+  GPIPE_CHECK(!found.empty(), ConfigError, "--resume: no complete checkpoint in '", dir_,
+              "' (nothing to resume; drop --resume to start afresh)");
+  std::vector<std::string> unusable, reasons;
+  for (const auto& path : found) {
+    try {
+      auto manifest = load(pipeline, path, LoadOptions(), run);
+      if (!unusable.empty()) {
+        spdlog::warn("resuming from {}, the newest valid checkpoint, instead of the unusable {}",
+                     path, c10::Join(", ", unusable));
+      }
+      if (loaded_from != nullptr) *loaded_from = path;
+      return manifest;
+    } catch (const InputError& e) {
+      // Corrupt or truncated: an older checkpoint may still be whole. A checkpoint of another
+      // model (ConfigError) is not a fault of the file, and stops the run.
+      spdlog::warn("checkpoint {} is unusable: {}", path, error_message(e));
+      unusable.push_back(path);
+      reasons.push_back(error_message(e));
+    }
+  }
+  throw InputError(c10::str("--resume: no valid checkpoint in '", dir_,
+                            "': ", c10::Join("; ", reasons),
+                            " (delete them or drop --resume to start afresh)"));
+}
+
 std::optional<std::string> CheckpointManager::latest() const {
   std::ifstream in(fs::path(dir_) / kLatest);
   std::string name;
@@ -164,7 +225,7 @@ nlohmann::json CheckpointManager::load(Pipeline& pipeline, const std::string& pa
     manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   }
   GPIPE_CHECK(!manifest.is_discarded() && manifest.value("format", "") == "gpipe-checkpoint-v1",
-              ConfigError, "'", (fs::path(dir) / kManifest).string(),
+              InputError, "'", (fs::path(dir) / kManifest).string(),
               "' is corrupt or not a gpipe checkpoint manifest");
   check_same_model(manifest, run, dir, options.skip_mismatched_shapes());
   const auto loaded = load_stage_shards(pipeline, dir, options);

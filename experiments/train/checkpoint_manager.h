@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,9 +39,17 @@ class CheckpointManager {
   std::string save(Pipeline& pipeline, const RunPosition& position, const nlohmann::json& run);
   // The newest complete checkpoint in the folder, if any.
   std::optional<std::string> latest() const;
+  // Every complete checkpoint, the one `latest` names first, then the others newest first.
+  std::vector<std::string> candidates() const;
+  // Restores `pipeline` from the newest checkpoint that loads: a corrupt or truncated one is
+  // skipped with a warning naming it. Throws InputError naming them all when none is valid,
+  // ConfigError for a checkpoint of another model. `loaded_from` receives the folder used.
+  nlohmann::json resume(Pipeline& pipeline, const nlohmann::json& run,
+                        std::string* loaded_from) const;
 
   // Restores `pipeline` from `path` (a checkpoint folder, or a checkpoint-dir whose latest is
-  // taken) and returns the manifest. Throws ConfigError for a checkpoint of another model.
+  // taken) and returns the manifest. Throws ConfigError for a checkpoint of another model and
+  // InputError naming the file for a corrupt one (nothing is restored then).
   static nlohmann::json load(Pipeline& pipeline, const std::string& path,
                              const LoadOptions& options, const nlohmann::json& run,
                              LoadReport* report = nullptr);
@@ -48,6 +57,9 @@ class CheckpointManager {
   static std::string resolve(const std::string& path);
 
  private:
+  std::string write(Pipeline& pipeline, const RunPosition& position, const nlohmann::json& run,
+                    const std::filesystem::path& tmp_dir);
+
   std::string dir_;
   int64_t keep_;
   distributed::Context* context_;

@@ -1,7 +1,9 @@
 #include "train/train_options.h"
 
+#include <cstdio>
 #include <filesystem>
 
+#include "common/cli.h"
 #include "gpipe/errors.h"
 
 #ifndef GPIPE_PRESETS_DIR
@@ -191,6 +193,20 @@ std::vector<std::string> expand_preset(int argc, char** argv) {
     break;
   }
   return args;
+}
+
+int run_with_presets(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
+  std::vector<std::string> args;
+  try {
+    args = expand_preset(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", error_message(e).c_str());
+    return cli::kExitBadInput;
+  }
+  std::vector<char*> pointers;
+  for (auto& a : args)
+    pointers.push_back(a.data());
+  return cli::run_main(app, static_cast<int>(pointers.size()), pointers.data(), body);
 }
 
 }  // namespace gpipe::train

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <string>
 
 #include "gpipe/models/registry.h"
@@ -103,5 +104,8 @@ std::string presets_dir();
 // rewritten argument list. Throws ConfigError when the preset does not exist, listing those
 // that do.
 std::vector<std::string> expand_preset(int argc, char** argv);
+// cli::run_main over the arguments with --preset expanded: what gpipe_train and gpipe_plan run.
+// An unknown preset exits 2 naming the presets that exist.
+int run_with_presets(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
 
 }  // namespace gpipe::train

@@ -146,17 +146,15 @@ void Trainer::abort_peers(const std::string& why) {
 void Trainer::restore() {
   const auto& o = options_;
   if (o.resume) {
-    const auto latest = checkpoints_->latest();
-    GPIPE_CHECK(latest.has_value(), ConfigError, "--resume: no complete checkpoint in '",
-                o.checkpoint_dir, "' (nothing to resume; drop --resume to start afresh)");
-    const auto manifest = CheckpointManager::load(*pipeline_, *latest, LoadOptions(), o.to_json());
+    std::string latest;
+    const auto manifest = checkpoints_->resume(*pipeline_, o.to_json(), &latest);
     position_.step = manifest.at("step").get<int64_t>();
     position_.epoch = manifest.at("epoch").get<int64_t>();
     position_.batch = manifest.at("batch").get<int64_t>();
     position_.losses = manifest.at("losses").get<std::vector<double>>();
     pipeline_->set_step(position_.step);
     if (reports()) {
-      spdlog::info("resumed from {} at step {} (epoch {}, batch {})", *latest, position_.step,
+      spdlog::info("resumed from {} at step {} (epoch {}, batch {})", latest, position_.step,
                    position_.epoch, position_.batch);
     }
   } else if (!o.finetune_from.empty()) {

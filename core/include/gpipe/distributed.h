@@ -173,6 +173,8 @@ class ProcessGroupTransport final : public Transport {
   std::condition_variable cv_;
   std::map<Address, Activations> mailbox_;
   std::map<Address, int64_t> send_sequence_;  // this step's sends: their sequence numbers
+  // This step's forward sends: the shapes the gradients that come back for them must have.
+  std::map<Address, std::vector<std::vector<int64_t>>> sent_shapes_;
   std::string error_;
   bool aborted_ = false;
   std::vector<std::pair<c10::intrusive_ptr<c10d::Work>, std::vector<torch::Tensor>>> sends_;

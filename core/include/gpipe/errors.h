@@ -6,8 +6,10 @@
 // them like TORCH_CHECK does).
 #pragma once
 
+#include <c10/util/Exception.h>
 #include <c10/util/StringUtil.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -58,6 +60,17 @@ class AbortedError : public Error {
  public:
   using Error::Error;
 };
+
+// The message of `e` as one line for a user: LibTorch's errors without their C++ backtrace
+// (c10::Error::what() appends the frames), line breaks folded into spaces.
+inline std::string error_message(const std::exception& e) {
+  const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
+  std::string text = torch_error != nullptr ? torch_error->what_without_backtrace() : e.what();
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+    text.pop_back();
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  return text;
+}
 
 }  // namespace gpipe
 

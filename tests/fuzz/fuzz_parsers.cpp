@@ -1,0 +1,42 @@
+// Fuzz target: the strings users type: device lists (--devices), balances and other integer and
+// number lists (--balance, --chunks lists), byte sizes (--memory-per-device), plan shapes
+// (gpipe_plan --grid) and the paper's size configurations. The first byte picks the parser; a
+// bad string must end in ConfigError, never a crash or an exception of another type.
+#include <string>
+
+#include "common/cli.h"
+#include "gpipe/device.h"
+#include "gpipe/errors.h"
+#include "plan/planner.h"
+#include "tables/max_size.h"
+#include "tables/report.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
+  try {
+    switch (data[0] % 6) {
+      case 0:
+        for (const auto& device : gpipe::parse_devices(text))
+          if (device.index < 0) std::abort();
+        break;
+      case 1:
+        gpipe::cli::parse_ints(text, "--balance");
+        break;
+      case 2:
+        gpipe::cli::parse_doubles(text, "--values");
+        break;
+      case 3:
+        if (gpipe::tables::parse_bytes(text, "--memory-per-device") <= 0) std::abort();
+        break;
+      case 4:
+        gpipe::plan::parse_plan_shape(text);
+        break;
+      default:
+        gpipe::tables::parse_size_config(text);
+        break;
+    }
+  } catch (const gpipe::Error&) {
+  }
+  return 0;
+}
