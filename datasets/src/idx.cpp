@@ -82,6 +82,10 @@ IdxArray read_idx(const std::string& path) {
   for (int d = 0; d < ndims; ++d) {
     const int64_t size = big_endian(&sizes[4 * d]);
     array.dims.push_back(size);
+    // Checked before multiplying: two 32-bit sizes can overflow int64 (found by fuzz_idx).
+    GPIPE_CHECK(size == 0 || elements <= kMaxElements / size, DataError, "IDX file ", path,
+                " declares too many elements (dimension sizes ", c10::IntArrayRef(array.dims),
+                "): a corrupt header");
     elements *= size;
     GPIPE_CHECK(elements <= kMaxElements, DataError, "IDX file ", path,
                 " declares too many elements (dimension sizes ", c10::IntArrayRef(array.dims),

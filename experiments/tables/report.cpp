@@ -126,6 +126,8 @@ int64_t parse_bytes(const std::string& text, const std::string& flag) {
   const double bytes = value * scale;
   GPIPE_CHECK(std::isfinite(bytes) && bytes >= 1, ConfigError, flag, ": '", text,
               "' must be a positive size");
+  // 2^62 bytes (4 EiB) is past any memory; beyond 2^63 the conversion is undefined (fuzz_parsers).
+  GPIPE_CHECK(bytes <= 0x1p62, ConfigError, flag, ": '", text, "' is larger than any memory");
   return static_cast<int64_t>(bytes);
 }
 

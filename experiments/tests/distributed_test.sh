@@ -130,7 +130,13 @@ case "$case_name" in
         >"rank$rank.log" 2>&1 &
       pids+=($!)
     done
-    sleep 5
+    # Every rank has joined once rank 0 reports the data (start-up is slow under sanitizers);
+    # then the steps are under way.
+    for _ in $(seq 1 1200); do
+      grep -q "data:" rank0.log && break
+      sleep 0.1
+    done
+    sleep 2
     kill -9 "${pids[1]}"
     killed=$(date +%s)
     for rank in 0 2; do

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -40,6 +41,22 @@ void write_text_atomically(const fs::path& path, const std::string& text) {
   fs::rename(tmp, path);
 }
 
+// Every field of a manifest that is read later, with its type: a manifest that parses but lacks
+// one is as corrupt as one that does not parse (found by fuzz_checkpoint).
+void check_manifest(const nlohmann::json& m, const std::string& path) {
+  const bool valid = m.is_object() && m.value("format", "") == "gpipe-checkpoint-v1" &&
+                     m.contains("step") && m["step"].is_number_integer() && m.contains("epoch") &&
+                     m["epoch"].is_number_integer() && m.contains("batch") &&
+                     m["batch"].is_number_integer() && m.contains("losses") &&
+                     m["losses"].is_array() &&
+                     std::all_of(m["losses"].begin(), m["losses"].end(),
+                                 [](const nlohmann::json& x) { return x.is_number(); }) &&
+                     m.contains("run") && m["run"].is_object() && m["run"].contains("model") &&
+                     m["run"]["model"].is_object() && m["run"]["model"].contains("name") &&
+                     m["run"]["model"]["name"].is_string();
+  GPIPE_CHECK(valid, InputError, "'", path, "' is corrupt or not a gpipe checkpoint manifest");
+}
+
 // The manifest's model description must match the run's, except knobs that leave the
 // parameters alone.
 void check_same_model(const nlohmann::json& saved, const nlohmann::json& run,
@@ -55,8 +72,10 @@ void check_same_model(const nlohmann::json& saved, const nlohmann::json& run,
                 b[key].dump());
   }
   if (!allow_classes) {
-    GPIPE_CHECK(a["classes"] == b["classes"], ConfigError, "the checkpoint '", path, "' has ",
-                a["classes"].dump(), " classes but this run has ", b["classes"].dump(),
+    const auto saved_classes = a.value("classes", nlohmann::json());
+    const auto run_classes = b.value("classes", nlohmann::json());
+    GPIPE_CHECK(saved_classes == run_classes, ConfigError, "the checkpoint '", path, "' has ",
+                saved_classes.dump(), " classes but this run has ", run_classes.dump(),
                 "; use --finetune-from to start a new classifier");
   }
 }
@@ -224,9 +243,7 @@ nlohmann::json CheckpointManager::load(Pipeline& pipeline, const std::string& pa
     std::ifstream in(fs::path(dir) / kManifest);
     manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   }
-  GPIPE_CHECK(!manifest.is_discarded() && manifest.value("format", "") == "gpipe-checkpoint-v1",
-              InputError, "'", (fs::path(dir) / kManifest).string(),
-              "' is corrupt or not a gpipe checkpoint manifest");
+  check_manifest(manifest, (fs::path(dir) / kManifest).string());
   check_same_model(manifest, run, dir, options.skip_mismatched_shapes());
   const auto loaded = load_stage_shards(pipeline, dir, options);
   if (report != nullptr) *report = loaded;
