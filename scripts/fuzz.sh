@@ -46,10 +46,11 @@ for t in "${targets[@]}"; do
   rm -rf "$work/crashes" && mkdir -p "$work/corpus" "$work/crashes"
   inputs=("tests/fuzz/corpus/$t")
   [[ -d "tests/fuzz/regressions/$t" ]] && inputs+=("tests/fuzz/regressions/$t")
-  # 6 GiB: LibTorch's unpickler reserves a string's declared length (a 32-bit field, so at most
-  # 4 GiB) before reading it, so a corrupt shard may cost 4 GiB for a moment before its read fails
-  # and load_stage_shards reports InputError (regressions/checkpoint/oom-*). More is a defect.
-  if build-asan/bin/fuzz_"$t" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=6144 \
+  # 6 GiB and 60 s: LibTorch's unpickler reserves a string's declared length (a 32-bit field, so
+  # at most 4 GiB) before reading it, so a corrupt shard may cost 4 GiB (and, under ASan, the time
+  # to map its shadow) before its read fails and load_stage_shards reports InputError
+  # (regressions/checkpoint/oom-*). More is a defect.
+  if build-asan/bin/fuzz_"$t" -max_total_time="$seconds" -timeout=60 -rss_limit_mb=6144 \
       -print_final_stats=1 -artifact_prefix="$work/crashes/" "$work/corpus" "${inputs[@]}" \
       >"$work/log" 2>&1; then
     verdict=clean
@@ -75,16 +76,20 @@ if [[ -n "$results" ]]; then
   command="scripts/fuzz.sh --seconds $seconds --results $results ${targets[*]}"
   echo "$command" >"$results/COMMAND"
   printf '%s\n' "${rows[@]}" | /usr/bin/python3 -c '
-import json, sys, datetime
+import datetime, json, os, sys
 seconds, out, command = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 rows = [l.split() for l in sys.stdin if l.strip()]
 targets = [dict(target=r[0], verdict=r[1], executions=int(r[2]), coverage_edges=int(r[3]),
                 features=int(r[4]), corpus_inputs=int(r[5]), seconds=seconds) for r in rows]
-json.dump({"date": datetime.date.today().isoformat(), "targets": targets},
+load = [round(x, 2) for x in os.getloadavg()]  # other work sharing the cores lowers executions
+json.dump({"date": datetime.date.today().isoformat(), "load_average_after": load,
+           "targets": targets},
           open(out + "/summary.json", "w"), indent=1)
 with open(out + "/summary.md", "w") as f:
     f.write("# Fuzzing campaign (libFuzzer, clang-14, ASan+UBSan)\n\n")
-    f.write(f"Command: `{command}` on 2 cores, one target at a time.\n\n")
+    f.write(f"Command: `{command}` on 2 cores, one target at a time; load average "
+            f"afterwards {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f} (other work on the cores lowers "
+            "the executions, not the verdicts).\n\n")
     f.write("| target | verdict | executions | exec/s | coverage (edges) | features | corpus |\n")
     f.write("|---|---|---:|---:|---:|---:|---:|\n")
     for t in targets:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/sanitize.sh [--asan] [--tsan]: the sanitizer builds CI runs after scripts/test.sh.
+# scripts/sanitize.sh [--asan] [--tsan]: sanitizer builds and the tests run under them.
 #   ASan + UBSan (build-asan/, clang): every library, program, test and fuzz target, the whole
 #   CTest suite under it.
 #   TSan (build-tsan/): the core tests (stage threads, transports) and the data loader's tests.
