@@ -4,30 +4,13 @@
 // rank and sizes of each) followed by the tensors, received ahead by one thread per peer.
 #include <spdlog/spdlog.h>
 
-#include <cstdlib>
-
 #include "gpipe/distributed.h"
+#include "gpipe/fault_injection.h"
 
 namespace gpipe::distributed {
 namespace {
 
 constexpr int64_t kHeaderSize = 256;  // int64 words: count, then (defined, dtype, ndim, dims...)
-
-// Tests set GPIPE_FAULT_INJECT=bad-header@R (a header no receiver can parse) or wrong-shape@R
-// (gradients with one row too many, header and data agreeing) to make rank R send what a peer
-// with a defect would. Returns the fault this rank injects, or "".
-std::string injected_fault(int rank) {
-  const char* value = std::getenv("GPIPE_FAULT_INJECT");
-  if (value == nullptr) return "";
-  const std::string text(value);
-  const auto at = text.find('@');
-  if (at == std::string::npos || text.substr(at + 1) != std::to_string(rank)) return "";
-  return text.substr(0, at);
-}
-
-std::string shape_text(const std::vector<int64_t>& sizes) {
-  return "[" + c10::Join(", ", sizes) + "]";
-}
 
 }  // namespace
 
@@ -89,8 +72,11 @@ void ProcessGroupTransport::send(int64_t from, int64_t to, const MessageKey& key
         shapes.push_back(t.defined() ? t.sizes().vec() : std::vector<int64_t>{});
     }
   }
-  static const std::string fault = injected_fault(context_.rank());
-  if (fault == "wrong-shape" && key.direction == Direction::kBackward && !tensors.empty() &&
+  // Tests: rank R sends gradients with one row too many (header and data agreeing), or a header
+  // no receiver can parse, as a peer with a defect would.
+  static const bool wrong_shape = fault_injected("wrong-shape", context_.rank());
+  static const bool bad_header = fault_injected("bad-header", context_.rank());
+  if (wrong_shape && key.direction == Direction::kBackward && !tensors.empty() &&
       tensors[0].defined() && tensors[0].dim() > 0) {
     tensors[0] = torch::cat({tensors[0], tensors[0].narrow(0, 0, 1)});
   }
@@ -113,7 +99,7 @@ void ProcessGroupTransport::send(int64_t from, int64_t to, const MessageKey& key
     const bool gloo = context_.pipeline_group().getBackendName() == "gloo";
     pieces.push_back(t.is_cuda() && gloo ? t.cpu().contiguous() : t.contiguous());
   }
-  if (fault == "bad-header") h[0] = kHeaderSize + 1;
+  if (bad_header) h[0] = kHeaderSize + 1;
   for (size_t i = 0; i < pieces.size(); ++i) {
     std::vector<at::Tensor> one{pieces[i]};
     try {
@@ -195,9 +181,9 @@ Activations ProcessGroupTransport::receive_message(int64_t peer, const MessageKe
   auto check_shape = [&](size_t i, const std::vector<int64_t>& sizes) {
     if (expected == nullptr || i >= expected->size() || (*expected)[i].empty()) return;
     GPIPE_CHECK(sizes == (*expected)[i], Error, context_.describe(global), " sent stage ",
-                key.to_stage, " a gradient of shape ", shape_text(sizes), " for output ", i,
+                key.to_stage, " a gradient of shape ", c10::IntArrayRef(sizes), " for output ", i,
                 " of micro-batch ", key.microbatch, " of step ", key.step,
-                ", whose activations had shape ", shape_text((*expected)[i]));
+                ", whose activations had shape ", c10::IntArrayRef((*expected)[i]));
   };
   for (int64_t i = 0; i < count; ++i) {
     GPIPE_CHECK(at + 3 <= kHeaderSize, Error, corrupt("more tensors than the header holds"));

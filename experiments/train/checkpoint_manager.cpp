@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "gpipe/errors.h"
+#include "gpipe/fault_injection.h"
 #include "gpipe/timeline.h"
 
 namespace gpipe::train {
@@ -22,13 +23,6 @@ std::string folder_name(int64_t step) {
   char name[32];
   std::snprintf(name, sizeof(name), "step-%08lld", static_cast<long long>(step));
   return name;
-}
-
-// Tests set GPIPE_FAULT_INJECT=crash-during-save to die after the first shard of a checkpoint,
-// as a process killed mid-write would.
-bool inject(const char* fault) {
-  const char* value = std::getenv("GPIPE_FAULT_INJECT");
-  return value != nullptr && std::string(value) == fault;
 }
 
 void write_text_atomically(const fs::path& path, const std::string& text) {
@@ -131,7 +125,7 @@ std::string CheckpointManager::write(Pipeline& pipeline, const RunPosition& posi
   if (context_ != nullptr) context_->barrier();
   if (context_ == nullptr || context_->replica() == 0) {
     save_stage_shards(pipeline, tmp_dir.string());
-    if (inject("crash-during-save")) {
+    if (fault_injected("crash-during-save")) {
       spdlog::error("fault injection: dying in the middle of writing {}", tmp_dir.string());
       std::_Exit(137);
     }
