@@ -15,7 +15,7 @@ if(GPIPE_BUILD_BENCHMARKS)
 endif()
 
 # tcmalloc: glibc malloc serialises concurrent large allocations, so CPU stages running on
-# several threads do not scale without it (DESIGN.md, "What this CPU demands").
+# several threads do not scale without it (docs/design.md, "What this CPU demands").
 find_library(TCMALLOC_MINIMAL_LIBRARY NAMES tcmalloc_minimal libtcmalloc_minimal.so.4)
 if(NOT TCMALLOC_MINIMAL_LIBRARY)
   message(FATAL_ERROR "tcmalloc_minimal not found: run scripts/install_deps.sh "

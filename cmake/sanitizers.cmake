@@ -27,7 +27,11 @@ if(GPIPE_SANITIZER_FLAGS AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   list(APPEND GPIPE_SANITIZER_FLAGS -Wno-maybe-uninitialized)
 endif()
 
+# Limit of the end-to-end tests (subprocesses that train): instrumented, they run up to ten times
+# slower (every large tensor is a fresh mmap under ASan's allocator), so they get three times as long.
+set(GPIPE_E2E_TEST_TIMEOUT 300)
 if(GPIPE_SANITIZER_FLAGS)
+  set(GPIPE_E2E_TEST_TIMEOUT 900)
   add_compile_options(${GPIPE_SANITIZER_FLAGS})
   add_link_options(${GPIPE_SANITIZER_FLAGS})
   message(STATUS "gpipe: sanitizer build (${GPIPE_SANITIZE}): ${GPIPE_SANITIZER_FLAGS}")

@@ -1,10 +1,9 @@
 // accuracy_table: GPipe's Table 4 beside ours, and the claim behind it that partitioning a model
 // does not change what it learns.
 //
-//   build/bin/accuracy_table                       # naive-1, pipeline-2, pipeline-4 on
-//   Fashion-MNIST build/bin/accuracy_table --reuse               # rebuild the table from runs
-//   already made build/bin/accuracy_table --preset fashion-mnist-cpu --epochs 2 --configs
-//   naive-1,pipeline-2
+//   build/bin/accuracy_table            # naive-1, pipeline-2, pipeline-4 on Fashion-MNIST
+//   build/bin/accuracy_table --reuse    # rebuild the table from runs already made
+//   build/bin/accuracy_table --preset fashion-mnist-cpu --epochs 2 --configs naive-1,pipeline-2
 //
 // Trains the same preset with the same seed as naive-1 (one device, no micro-batching, no
 // re-materialisation) and as pipeline-K (K devices, the preset's M), evaluates each on the test
@@ -93,6 +92,7 @@ int main(int argc, char** argv) {
   std::string out = "results";
   int64_t epochs = 0;
   int64_t steps = 0;
+  int64_t eval_batches = 0;
   bool reuse = false;
   double tolerance = 0.5;
   app.add_option("--preset", preset, "trainer preset (experiments/presets/NAME.toml)")
@@ -101,6 +101,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--epochs", epochs, "override the preset's epochs (0: keep)");
   app.add_option("--steps", steps, "cap every run at this many steps (0: no cap)");
+  app.add_option("--eval-batches", eval_batches,
+                 "evaluate on the first N test batches (0: the whole test split)");
   app.add_flag("--reuse", reuse, "read the runs' summaries when they exist instead of training");
   app.add_option("--out", out, "results folder")->capture_default_str();
   app.add_option("--tolerance", tolerance, "largest accepted top-1 spread, in points")
@@ -109,6 +111,8 @@ int main(int argc, char** argv) {
     std::vector<std::string> overrides;
     if (epochs > 0) overrides.insert(overrides.end(), {"--epochs", std::to_string(epochs)});
     if (steps > 0) overrides.insert(overrides.end(), {"--steps", std::to_string(steps)});
+    if (eval_batches > 0)
+      overrides.insert(overrides.end(), {"--eval-batches", std::to_string(eval_batches)});
     const auto runs_dir = fs::path(out) / "accuracy_table";
     fs::create_directories(runs_dir);
     json rows = json::array();

@@ -6,10 +6,11 @@
 //   max_model_size --preset quick --models transformer-l --configs naive-1,pipeline-1
 //   max_model_size --preset paper                          # 8 GiB per device: needs 64+ GiB
 //
-// Why this program exists: the issue's `experiments/max_model_size` (the shell wrapper beside this
-// file builds it and runs it). A calibrated memory model proposes sizes; every reported row is a
-// size whose real training step (tables/workload.h) the memory meter measured within the budget
-// on every device. Writes PREFIX.md, PREFIX.csv and PREFIX.json.
+// Why this program exists: it is what `experiments/max_model_size`, the command that regenerates
+// Table 1, runs (the shell wrapper beside this file builds it and runs it). A calibrated memory
+// model proposes sizes; every reported row is a size whose real training step
+// (tables/workload.h) the memory meter measured within the budget on every device. Writes
+// PREFIX.md, PREFIX.csv and PREFIX.json.
 #include <spdlog/spdlog.h>
 
 #include <iostream>

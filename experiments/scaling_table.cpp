@@ -5,10 +5,11 @@
 //   scaling_table --preset quick --models transformer-l --partitions 2,4 --chunks 1,8
 //   scaling_table --preset paper --out results/scaling_table_paper   # hours, tens of GiB
 //
-// Why this program exists: the issue's `experiments/scaling_table` (the shell wrapper beside
-// this file builds it and runs it). Rows with K no larger than the devices present are measured
-// (and projected, to check the projection); the others are projected from per-layer costs
-// measured here (tables/projection.h). Writes PREFIX.md, PREFIX.csv and PREFIX.json.
+// Why this program exists: it is what `experiments/scaling_table`, the command that regenerates
+// Tables 2 and 3, runs (the shell wrapper beside this file builds it and runs it). Rows with K no
+// larger than the devices present are measured (and projected, to check the projection); the
+// others are projected from per-layer costs measured here (tables/projection.h). Writes
+// PREFIX.md, PREFIX.csv and PREFIX.json.
 #include <spdlog/spdlog.h>
 
 #include <iostream>

@@ -12,7 +12,7 @@ packages=(
   build-essential cmake ninja-build pkg-config clang-format
   # LibTorch 1.13 (CPU) and the Gloo backend of c10d
   libtorch-dev libgloo-dev
-  # BLAS and allocator: without these, CPU pipelines do not scale (see DESIGN.md)
+  # BLAS and allocator: CPU pipelines do not scale without them (docs/design.md)
   libopenblas0-openmp libgoogle-perftools-dev
   # images, command lines, logging, JSON
   libopencv-dev libcli11-dev libspdlog-dev nlohmann-json3-dev

@@ -128,8 +128,8 @@ BENCHMARK(BM_PipelineMLP)
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Idle OpenMP threads must sleep, not spin (see DESIGN.md); the runtime reads this at load,
-  // so set it and re-execute when it is missing.
+  // Idle OpenMP threads must sleep, not spin (docs/design.md, "What this CPU demands"); the
+  // runtime reads this at load, so set it and re-execute when it is missing.
   if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
     setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     std::vector<char*> args(argv, argv + argc);
@@ -149,7 +149,8 @@ int main(int argc, char** argv) {
         ->MinTime(8.0);
   }
   benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  // One line per unknown flag, exit 2 as every program (gpipe/exit_codes.h).
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -1,6 +1,6 @@
 // Context: rendezvous through a TCPStore, the Gloo/NCCL process groups (world, pipeline,
-// data-parallel), rank registration and the heartbeat watchdog that names a lost rank, and the
-// collectives a distributed step needs. The data path is process_group_transport.cpp.
+// data-parallel), rank registration and the heartbeat watchdog that names a lost rank. The
+// collectives a step needs are collectives.cpp; the data path is process_group_transport.cpp.
 #include "gpipe/distributed.h"
 
 #include <arpa/inet.h>
@@ -385,62 +385,6 @@ void Context::announce_failure(const std::string& what) {
   } catch (const std::exception&) {
     // The store is gone too; the peers will notice the silence.
   }
-}
-
-torch::Tensor Context::all_reduce(c10d::ProcessGroup& group, torch::Tensor tensor,
-                                  const char* what) {
-  std::vector<at::Tensor> tensors{std::move(tensor)};
-  try {
-    auto work = group.allreduce(tensors);
-    work->wait(options_.timeout());
-  } catch (const DistributedError&) {
-    throw;
-  } catch (const std::exception& e) {
-    fail(c10::str(what, " failed: ", error_message(e).substr(0, 300)), -1);
-  }
-  return tensors[0];
-}
-
-int64_t Context::global_batch(int64_t local) {
-  if (replicas() == 1) return local;
-  return all_reduce(*data_parallel_, torch::full({1}, local, torch::kLong), "summing batch sizes")
-      .item<int64_t>();
-}
-
-std::pair<double, bool> Context::reduce_loss(double local_partial, bool local_ok) {
-  auto values =
-      torch::tensor({local_ok ? local_partial : 0.0, local_ok ? 0.0 : 1.0}, torch::kDouble);
-  values = all_reduce(*world_, values, "reducing the loss");
-  return {values[0].item<double>(), values[1].item<double>() == 0.0};
-}
-
-void Context::reduce_gradients(const std::vector<torch::Tensor>& grads) {
-  if (replicas() == 1 || grads.empty()) return;
-  // One flat buffer per dtype: one collective instead of one per parameter.
-  std::map<c10::ScalarType, std::vector<torch::Tensor>> by_type;
-  for (const auto& g : grads)
-    by_type[g.scalar_type()].push_back(g);
-  for (auto& [type, group] : by_type) {
-    std::vector<torch::Tensor> flat;
-    for (const auto& g : group)
-      flat.push_back(g.reshape({-1}));
-    auto buffer = all_reduce(*data_parallel_, torch::cat(flat), "summing gradients over replicas");
-    int64_t offset = 0;
-    for (auto& g : group) {
-      g.copy_(buffer.narrow(0, offset, g.numel()).view_as(g));
-      offset += g.numel();
-    }
-  }
-}
-
-double Context::sum_over_stages(double local) {
-  // Every replica holds the same reduced gradients: sum over the world, divide by R.
-  const auto total = all_reduce(*world_, torch::full({1}, local, torch::kDouble), "summing norms");
-  return total.item<double>() / static_cast<double>(replicas());
-}
-
-void Context::barrier() {
-  all_reduce(*world_, torch::zeros({1}), "barrier");
 }
 
 }  // namespace gpipe::distributed

@@ -40,7 +40,7 @@ TEST(DatasetInfo, ReportsAGeneratedFolderAndSkipsAnUndecodableImage) {
   write_bytes(data + "/train/n00000001/n00000001_000001.JPEG", {'n', 'o', 'p', 'e'});
 
   const auto failed = run_tool(dir, "--dataset imagenet --data-dir " + data + " --split train");
-  EXPECT_EQ(failed.status, 1);
+  EXPECT_EQ(failed.status, 2);  // bad input
   EXPECT_NE(failed.err.find("n00000001_000001.JPEG"), std::string::npos) << failed.err;
 
   const auto ok = run_tool(
@@ -80,16 +80,16 @@ TEST(DatasetInfo, BenchmarkReportsBothRates) {
 TEST(DatasetInfo, BadInputFailsCleanlyNamingIt) {
   TempDir dir;
   auto missing = run_tool(dir, "--dataset cifar10 --data-dir " + (dir / "absent"));
-  EXPECT_EQ(missing.status, 1);
+  EXPECT_EQ(missing.status, 2);
   EXPECT_NE(missing.err.find("absent"), std::string::npos) << missing.err;
 
   write_mnist(dir / "mnist", "train", {1, 2, 11}, true);
   auto labels = run_tool(dir, "--dataset mnist --split train --data-dir " + (dir / "mnist"));
-  EXPECT_EQ(labels.status, 1);
+  EXPECT_EQ(labels.status, 2);
   EXPECT_NE(labels.err.find("label 11"), std::string::npos) << labels.err;
 
-  EXPECT_NE(run_tool(dir, "--dataset nonsense").status, 0);
-  EXPECT_NE(run_tool(dir, "").status, 0);
+  EXPECT_EQ(run_tool(dir, "--dataset nonsense").status, 2);
+  EXPECT_EQ(run_tool(dir, "").status, 2);
 }
 
 }  // namespace

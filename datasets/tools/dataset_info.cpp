@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "gpipe/datasets/datasets.h"
+#include "gpipe/exit_codes.h"
 
 namespace {
 
@@ -379,15 +380,18 @@ int main(int argc, char** argv) {
                  "write --count generated 500x375 JPEGs as DIR/train/<wnid>/ (and val/)");
   app.add_option("--val-count", args.val_count,
                  "generated validation JPEGs (default: max(classes, count / 10))");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto code = gpipe::parse_command_line(app, argc, argv)) return *code;
   if (args.dataset.empty() && args.generate_dir.empty()) {
-    std::cerr << "dataset_info: give --dataset (or --generate-jpegs DIR)\n" << app.help();
-    return 2;
+    std::cerr << "dataset_info: give --dataset (or --generate-jpegs DIR); see --help\n";
+    return gpipe::kExitBadInput;
   }
   try {
     return run(args);
   } catch (const std::exception& e) {
     std::cerr << "dataset_info: error: " << e.what() << "\n";
-    return 1;
+    // Missing or corrupt data and bad settings are bad input; anything else failed running.
+    const bool bad_input = dynamic_cast<const gpipe::InputError*>(&e) != nullptr ||
+                           dynamic_cast<const gpipe::ConfigError*>(&e) != nullptr;
+    return bad_input ? gpipe::kExitBadInput : gpipe::kExitFailure;
   }
 }

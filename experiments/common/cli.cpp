@@ -80,13 +80,7 @@ int run_main(CLI::App& app, int argc, char** argv, const std::function<int()>& b
   // A write past the file-size limit (ulimit -f) then fails with EFBIG and is reported like a
   // full disk, instead of SIGXFSZ killing the process in the middle of a checkpoint.
   std::signal(SIGXFSZ, SIG_IGN);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
-    app.exit(e);  // prints the message and a hint to --help
-    return kExitBadInput;
-  }
+  if (const auto code = parse_command_line(app, argc, argv)) return *code;
   if (!spdlog::get("gpipe")) setup_logging();
   try {
     return body();

@@ -12,11 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "gpipe/exit_codes.h"
+
 namespace gpipe::cli {
 
-constexpr int kExitOk = 0;
-constexpr int kExitFailure = 1;
-constexpr int kExitBadInput = 2;
+using gpipe::kExitBadInput;
+using gpipe::kExitFailure;
+using gpipe::kExitOk;
 
 // "1,2.5,3" -> {1, 2.5, 3}. Throws ConfigError naming `flag` and the bad item.
 std::vector<double> parse_doubles(const std::string& text, const std::string& flag);

@@ -75,6 +75,8 @@ struct TrainOptions {
 
   // Evaluation of the test split, every N epochs and at the end (0: only at the end).
   int64_t eval_every = 1;
+  // Batches of the test split each evaluation reads (0: all of it).
+  int64_t eval_batches = 0;
 
   // Checkpoints.
   std::string checkpoint_dir;

@@ -194,7 +194,10 @@ std::optional<Evaluation> Trainer::evaluate(int64_t epoch, int64_t step) {
   if (loader == nullptr || options_.eval_every < 0) return std::nullopt;
   loader->begin_epoch(0);
   double correct1 = 0, correct5 = 0, count = 0;
-  while (auto batch = loader->next()) {
+  int64_t batches = 0;
+  while (options_.eval_batches <= 0 || batches++ < options_.eval_batches) {
+    auto batch = loader->next();
+    if (!batch) break;
     const auto part = shard({batch->input, batch->target});
     if (part.input.size(0) == 0) continue;
     auto logits = pipeline_->forward(part.input);

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpipe/errors.h"
+#include "gpipe/exit_codes.h"
 #include "gpipe/models/registry.h"
 #include "gpipe/partition.h"
 #include "gpipe/pipeline.h"
@@ -98,7 +99,7 @@ int main(int argc, char** argv) {
                "Also build every layer (one at a time) and check its count against the model's "
                "count (which is analytic for Transformer-L)");
   app.add_option("--json", json_path, "Write the results as JSON to this file");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto code = gpipe::parse_command_line(app, argc, argv)) return *code;
 
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
   try {
@@ -190,10 +191,10 @@ int main(int argc, char** argv) {
     }
   } catch (const gpipe::Error& e) {
     spdlog::error("{}", e.what());
-    return 2;
+    return kExitBadInput;
   } catch (const std::exception& e) {
     spdlog::error("{}", describe_exception(std::current_exception()));
-    return 1;
+    return kExitFailure;
   }
-  return 0;
+  return kExitOk;
 }

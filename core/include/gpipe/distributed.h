@@ -122,11 +122,16 @@ class Context : public StepCollectives {
   void register_rank();
   void watch();
   torch::Tensor all_reduce(c10d::ProcessGroup& group, torch::Tensor tensor, const char* what);
+  std::vector<double> sum_scalars(c10d::ProcessGroup& group, const std::vector<double>& values,
+                                  const char* what);
   std::vector<int> stale_ranks();
   void record_abort(const std::string& why);
 
   Env env_;
   ContextOptions options_;
+  // sum_scalars' buffers, one per purpose. Declared before the process groups so that Gloo's
+  // worker threads are joined before these are freed.
+  std::map<std::string, torch::Tensor> scalar_buffers_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Store> watch_store_;  // the watchdog's own client connection
   c10::intrusive_ptr<c10d::ProcessGroup> world_, pipeline_, data_parallel_;

@@ -1,9 +1,9 @@
 // The reference MLP: [Linear(width, width), ReLU] x depth, then Linear(width, classes).
 //
-// Why this file exists: it is the model of the engine's benchmark and tests (DESIGN.md's
-// 2048-wide MLP), as a flat layer list: one layer per Linear, with the ReLU folded into the
-// hidden ones, so a stage boundary can fall between any two Linears. Optional dropout and
-// BatchNorm make the K-invariance and deferred-BatchNorm tests.
+// Why this file exists: it is the model of the engine's benchmark and tests (the 2048-wide MLP
+// of docs/design.md, "What this CPU demands"), as a flat layer list: one layer per Linear, with
+// the ReLU folded into the hidden ones, so a stage boundary can fall between any two Linears.
+// Optional dropout and BatchNorm make the K-invariance and deferred-BatchNorm tests.
 #pragma once
 
 #include "gpipe/layer.h"
