@@ -145,12 +145,11 @@ int main(int argc, char** argv) {
     costs.weight_fraction = weight_fraction;
     const int64_t K = partitions;
     const int64_t S = static_cast<int64_t>(costs.forward.size());
-    // Link times are in seconds inside LinkModel; costs here are ms.
-    const auto preset = link_preset(link_name);
-    const double latency_s = latency_us >= 0 ? latency_us * 1e-6 : preset.latency_s;
-    const double bandwidth = bandwidth_gbs >= 0 ? bandwidth_gbs * 1e9 : preset.bandwidth_bytes_s;
-    costs.link.latency_s = latency_s * 1e3;          // ms
-    costs.link.bandwidth_bytes_s = bandwidth / 1e3;  // bytes per ms
+    // The preset and the flags are in seconds; costs here are ms.
+    auto link = link_preset(link_name);
+    if (latency_us >= 0) link.latency = latency_us * 1e-6;
+    if (bandwidth_gbs >= 0) link.bandwidth = bandwidth_gbs * 1e9;
+    costs.link = link.in_milliseconds();
     if (!boundary_bytes.empty()) {
       costs.link.boundary_bytes = cli::parse_doubles(boundary_bytes, "--boundary-bytes");
     }
@@ -188,10 +187,10 @@ int main(int argc, char** argv) {
         trace.push_back(
             {{"name", e.name},
              {"ph", "X"},
-             {"ts", e.start_us * 1e3},  // ms -> us
-             {"dur", e.duration_us * 1e3},
+             {"ts", e.start * 1e3},  // ms -> us
+             {"dur", e.duration * 1e3},
              {"pid", 0},
-             {"tid", e.stage},
+             {"tid", e.device},
              {"args",
               {{"step", 0}, {"microbatch", e.microbatch}, {"virtual_stage", e.virtual_stage}}}});
       }

@@ -25,13 +25,10 @@ fi
 
 "$root/scripts/install_deps.sh"
 build=${GPIPE_BUILD_DIR:-$root/build}
-if [[ ! -f "$build/build.ninja" ]]; then
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-fi
 echo "run_amoebanet: building the trainer in $build ..."
 # Ninja's progress lines are dropped; compiler errors still show, and a failed build stops here
 # (pipefail) instead of running a stale trainer.
-if ! cmake --build "$build" --target gpipe_train -j "$(nproc)" |
+if ! GPIPE_BUILD_DIR=$build "$root/scripts/build.sh" gpipe_train |
   { grep -Ev '^\[[0-9]+/[0-9]+\]' || true; }; then
   echo "run_amoebanet: the build failed; see the compiler output above" >&2
   exit 1

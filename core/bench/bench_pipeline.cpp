@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <iostream>
 
 #include "gpipe/gpipe.h"
 #include "gpipe/models/mlp.h"
@@ -151,7 +152,12 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   // One line per unknown flag, exit 2 as every program (gpipe/exit_codes.h).
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
-  benchmark::RunSpecifiedBenchmarks();
+  try {
+    benchmark::RunSpecifiedBenchmarks();
+  } catch (const std::exception& e) {
+    std::cerr << "gpipe_bench: " << gpipe::error_message(e) << "\n";
+    return 1;
+  }
   benchmark::Shutdown();
   return 0;
 }

@@ -26,14 +26,20 @@ torch::Tensor Context::all_reduce(c10d::ProcessGroup& group, torch::Tensor tenso
 
 std::vector<double> Context::sum_scalars(c10d::ProcessGroup& group,
                                          const std::vector<double>& values, const char* what) {
-  // A buffer that lives as long as the Context: a tensor handed to Gloo may lose its last
-  // reference on Gloo's worker thread, and that free is not visibly ordered after our last use
-  // (TSan reports it); and no allocation per step.
+  // One buffer per purpose, kept as long as the Context: a fresh tensor would often lose its
+  // last reference on Gloo's worker thread, freeing its memory there while we read the sums,
+  // an order TSan cannot see through Gloo's uninstrumented reference counting.
   const auto n = static_cast<int64_t>(values.size());
   auto& buffer = scalar_buffers_[what];
   if (!buffer.defined() || buffer.numel() != n) buffer = torch::empty({n}, torch::kDouble);
   std::copy(values.begin(), values.end(), buffer.data_ptr<double>());
-  all_reduce(group, buffer, what);
+  try {
+    all_reduce(group, buffer, what);
+  } catch (...) {
+    // A collective that timed out may still write into the buffer: never reuse it.
+    scalar_buffers_.erase(what);
+    throw;
+  }
   const double* sums = buffer.data_ptr<double>();
   return {sums, sums + n};
 }

@@ -7,21 +7,11 @@
 
 #include "gpipe/errors.h"
 #include "gpipe/memory.h"
+#include "gpipe/timing.h"
 #include "gpipe/weight_grad.h"
 
 namespace gpipe {
 namespace {
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
-
-double elapsed_ms(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
-}
 
 // Backward from `outputs` with unit gradients on everything that requires grad.
 void backward_all(const Activations& outputs) {

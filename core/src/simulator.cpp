@@ -26,25 +26,32 @@ void check_costs(const std::vector<double>& costs, int64_t stages, const char* w
 
 }  // namespace
 
-double LinkModel::transfer_s(int64_t boundary) const {
+double LinkModel::transfer_time(int64_t boundary) const {
   double bytes = 0;
   if (boundary >= 0 && boundary < static_cast<int64_t>(boundary_bytes.size())) {
     bytes = boundary_bytes[boundary];
   }
-  return latency_s + (bandwidth_bytes_s > 0 ? bytes / bandwidth_bytes_s : 0.0);
+  return latency + (bandwidth > 0 ? bytes / bandwidth : 0.0);
+}
+
+LinkModel LinkModel::in_milliseconds() const {
+  LinkModel link = *this;
+  link.latency = latency * 1e3;      // ms per message
+  link.bandwidth = bandwidth / 1e3;  // bytes per ms
+  return link;
 }
 
 LinkModel link_preset(const std::string& name) {
   LinkModel link;
   if (name == "pcie") {
-    link.bandwidth_bytes_s = 12e9;
-    link.latency_s = 10e-6;
+    link.bandwidth = 12e9;
+    link.latency = 10e-6;
   } else if (name == "nvlink") {
-    link.bandwidth_bytes_s = 50e9;
-    link.latency_s = 5e-6;
+    link.bandwidth = 50e9;
+    link.latency = 5e-6;
   } else if (name == "tpu") {
-    link.bandwidth_bytes_s = 70e9;
-    link.latency_s = 2e-6;
+    link.bandwidth = 70e9;
+    link.latency = 2e-6;
   } else if (name != "none") {
     throw ConfigError(c10::str("unknown link '", name, "': expected pcie, nvlink, tpu or none"));
   }
@@ -65,9 +72,9 @@ SimulationResult simulate(const Schedule& input, const SimulationCosts& costs,
   GPIPE_CHECK(costs.weight_fraction >= 0 && costs.weight_fraction <= 1, ConfigError,
               "the weight fraction (W's share of the backward) must be in [0, 1], got ",
               costs.weight_fraction);
-  GPIPE_CHECK(costs.link.latency_s >= 0 && costs.link.bandwidth_bytes_s >= 0, ConfigError,
-              "link latency and bandwidth must be >= 0, got ", costs.link.latency_s, " and ",
-              costs.link.bandwidth_bytes_s);
+  GPIPE_CHECK(costs.link.latency >= 0 && costs.link.bandwidth >= 0, ConfigError,
+              "link latency and bandwidth must be >= 0, got ", costs.link.latency, " and ",
+              costs.link.bandwidth);
   GPIPE_CHECK(costs.link.boundary_bytes.empty() ||
                   static_cast<int64_t>(costs.link.boundary_bytes.size()) == S - 1,
               ConfigError, "boundary bytes list ", costs.link.boundary_bytes.size(), " values but ",
@@ -93,12 +100,12 @@ SimulationResult simulate(const Schedule& input, const SimulationCosts& costs,
   std::vector<size_t> next(K, 0);
   std::vector<double> clock(K, 0);
   auto run = [&](int64_t d, const Action& a, const char* name, double duration) {
-    TimelineEvent e;
-    e.stage = d;
+    SimulatedEvent e;
+    e.device = d;
     e.name = name + std::to_string(a.microbatch);
     e.microbatch = a.microbatch;
-    e.start_us = clock[d];
-    e.duration_us = duration;
+    e.start = clock[d];
+    e.duration = duration;
     e.virtual_stage = a.stage;
     result.events.push_back(e);
     result.busy_per_stage[d] += duration;
@@ -123,7 +130,7 @@ SimulationResult simulate(const Schedule& input, const SimulationCosts& costs,
           if (to != d) {
             auto& free = link_free[{d, to}];
             const double start = std::max(clock[d], free);
-            at = start + costs.link.transfer_s(std::min(s, a.peer));
+            at = start + costs.link.transfer_time(std::min(s, a.peer));
             free = at;
           }
           arrival[backward_message][s][m] = at;
@@ -162,13 +169,13 @@ std::vector<std::string> draw_schedule(const Schedule& schedule, Checkpoint chec
     // A device's first virtual stage in upper case, its second in lower case.
     int64_t chunk = 0;
     for (int64_t s = 0; s < e.virtual_stage; ++s)
-      chunk += schedule.device_of(s) == e.stage ? 1 : 0;
+      chunk += schedule.device_of(s) == e.device ? 1 : 0;
     std::string label = e.name;
     if (chunk % 2 == 1) label[0] = static_cast<char>(std::tolower(label[0]));
-    const auto first = static_cast<size_t>(std::lround(e.start_us));
-    const auto count = static_cast<size_t>(std::lround(e.duration_us));
+    const auto first = static_cast<size_t>(std::lround(e.start));
+    const auto count = static_cast<size_t>(std::lround(e.duration));
     for (size_t c = first; c < first + count && c < cells; ++c)
-      grid[e.stage][c] = label;
+      grid[e.device][c] = label;
   }
   std::vector<std::string> rows;
   for (int64_t d = 0; d < schedule.devices; ++d) {

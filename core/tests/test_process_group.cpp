@@ -11,11 +11,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <future>
+#include <set>
 
 #include <spdlog/spdlog.h>
 
 #include "gpipe/distributed.h"
+#include "gpipe/pipeline.h"
 #include "test_util.h"
 
 namespace gpipe::testing {
@@ -38,97 +41,167 @@ int free_port() {
 struct RankResult {
   std::vector<double> losses;
   std::map<std::string, torch::Tensor> parameters;
+  std::map<std::string, torch::Tensor> buffers;  // BatchNorm's running statistics
 };
+
+constexpr double kClip = 0.1;  // small enough to clip: the norm is summed over every rank
+
+Pipeline::OptimizerFactory sgd() {
+  return [](std::vector<torch::Tensor> params) {
+    return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(0.1));
+  };
+}
+
+// Trains `pipe` on each (input, target) and records what the ranks must agree on.
+RankResult train(Pipeline& pipe, const std::vector<torch::Tensor>& inputs,
+                 const std::vector<torch::Tensor>& targets) {
+  pipe.set_optimizer(sgd());
+  pipe.set_grad_clip(kClip);
+  RankResult result;
+  for (size_t step = 0; step < inputs.size(); ++step) {
+    // Each rank scatters its own copy of the batch, as separate processes would; sharing one
+    // would let the last reference to its storage drop on the other rank's thread.
+    result.losses.push_back(pipe.train_step(inputs[step].clone(), targets[step].clone()));
+  }
+  for (const auto& [name, p] : pipe.named_parameters())
+    result.parameters[name] = p.detach().clone();
+  for (const auto& [name, b] : pipe.named_buffers())
+    result.buffers[name] = b.detach().clone();
+  return result;
+}
+
+// The in-process pipeline's result, checking that its steps clip (the update scales the
+// gradients in place, so a clipped step leaves them at norm kClip).
+RankResult train_in_process(const LayerList& layers, const PipelineOptions& options,
+                            const std::vector<torch::Tensor>& inputs,
+                            const std::vector<torch::Tensor>& targets) {
+  Pipeline pipe(layers, options);
+  pipe.set_optimizer(sgd());
+  pipe.set_grad_clip(kClip);
+  RankResult result;
+  for (size_t step = 0; step < inputs.size(); ++step) {
+    result.losses.push_back(pipe.train_step(inputs[step], targets[step]));
+    EXPECT_NEAR(pipe.grad_norm(), kClip, 1e-4) << "step " << step << " must clip";
+  }
+  for (const auto& [name, p] : pipe.named_parameters())
+    result.parameters[name] = p.detach().clone();
+  for (const auto& [name, b] : pipe.named_buffers())
+    result.buffers[name] = b.detach().clone();
+  return result;
+}
+
+// Runs `world` ranks on threads, each with its own Context (TCPStore, Gloo groups, watchdog)
+// and ProcessGroupTransport: rank = replica * K + stage, building the layers of its stage from
+// `replica_layers[replica]` and training on `batches(replica)`.
+std::vector<RankResult> train_ranks(
+    int world, const PipelineOptions& options, const std::vector<LayerList>& replica_layers,
+    const std::function<std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>>(int)>&
+        batches) {
+  const int port = free_port();
+  EXPECT_GT(port, 0);
+  const auto K = static_cast<int64_t>(options.balance().size());
+  const auto layout = make_layout(options, static_cast<int64_t>(replica_layers.front().size()));
+  auto run_rank = [&](int rank) {
+    distributed::Env env;
+    env.rank = rank;
+    env.world_size = world;
+    env.master_addr = "127.0.0.1";
+    env.master_port = port;
+    distributed::Context context(env,
+                                 distributed::ContextOptions(K).timeout(std::chrono::seconds(30)));
+    LayerList layers;
+    for (int64_t i : layout.layers_of(rank % K))
+      layers.push_back(replica_layers[static_cast<size_t>(rank / K)][static_cast<size_t>(i)]);
+    Pipeline pipe(layers, options, rank % K,
+                  std::make_unique<distributed::ProcessGroupTransport>(context), &context);
+    const auto [inputs, targets] = batches(static_cast<int>(rank / K));
+    return train(pipe, inputs, targets);
+  };
+  // spdlog's default logger is a static of the (uninstrumented) spdlog library whose first use
+  // TSan cannot see as initialisation: make it here, before the rank threads log, as the
+  // programs do by configuring their sinks before starting any thread.
+  spdlog::default_logger_raw();
+  std::vector<std::future<RankResult>> others;
+  for (int rank = 1; rank < world; ++rank)
+    others.push_back(std::async(std::launch::async, run_rank, rank));
+  std::vector<RankResult> results{run_rank(0)};
+  for (auto& other : others)
+    results.push_back(other.get());
+  return results;
+}
+
+// Every parameter and buffer of `expected` is on exactly one of a replica's ranks, equal.
+void expect_replica_matches(const std::vector<RankResult>& ranks, const RankResult& expected) {
+  for (const auto& rank : ranks) {
+    ASSERT_EQ(rank.losses.size(), expected.losses.size());
+    for (size_t step = 0; step < expected.losses.size(); ++step)
+      EXPECT_NEAR(rank.losses[step], expected.losses[step], 1e-5) << "step " << step;
+  }
+  for (const bool buffers : {false, true}) {
+    const auto& want = buffers ? expected.buffers : expected.parameters;
+    std::set<std::string> names;
+    for (const auto& rank : ranks) {
+      for (const auto& [name, t] : buffers ? rank.buffers : rank.parameters) {
+        EXPECT_TRUE(names.insert(name).second) << name << " is on two ranks";
+        ASSERT_EQ(want.count(name), 1u) << name << " is not in the in-process pipeline";
+        expect_close(t, want.at(name), 1e-5, 1e-6, name);
+      }
+    }
+    EXPECT_EQ(names.size(), want.size()) << (buffers ? "buffers" : "parameters") << " missing";
+  }
+}
 
 using Params = std::tuple<ScheduleKind, int64_t>;  // schedule, virtual stages (0: default)
 
 class ProcessGroupPipeline : public ::testing::TestWithParam<Params> {};
 
 TEST_P(ProcessGroupPipeline, TwoRanksTrainAsTheInProcessPipeline) {
-  const auto kind = std::get<0>(GetParam());
-  const auto virtual_stages = std::get<1>(GetParam());
-  constexpr int64_t kDevices = 2;
-  constexpr int64_t kSteps = 2;
+  constexpr int kDevices = 2;
   const auto mlp = models::MlpOptions(12, 16, 7, 5).dropout(0.2).batch_norm(true);
   const auto options = PipelineOptions(even_balance(8, kDevices))
                            .chunks(4)
                            .checkpoint(Checkpoint::kExceptLast)
-                           .schedule(kind)
-                           .virtual_stages(virtual_stages)
+                           .schedule(std::get<0>(GetParam()))
+                           .virtual_stages(std::get<1>(GetParam()))
                            .seed(17)
                            .threads_per_device(1);
-  const auto sgd = [](std::vector<torch::Tensor> params) {
-    return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(0.1));
-  };
-  constexpr double kClip = 0.5;  // small enough to clip: the norm is summed over both ranks
   torch::manual_seed(3);
   std::vector<torch::Tensor> inputs, targets;
-  for (int64_t step = 0; step < kSteps; ++step) {
+  for (int step = 0; step < 2; ++step) {
     inputs.push_back(torch::randn({16, 12}));
     targets.push_back(torch::randint(0, 5, {16}));
   }
+  const auto expected = train_in_process(seeded_mlp(mlp), options, inputs, targets);
+  const auto ranks = train_ranks(kDevices, options, {seeded_mlp(mlp)},
+                                 [&](int) { return std::make_pair(inputs, targets); });
+  expect_replica_matches(ranks, expected);
+}
 
-  RankResult expected;
-  {
-    Pipeline pipe(seeded_mlp(mlp), options);
-    pipe.set_optimizer(sgd);
-    pipe.set_grad_clip(kClip);
-    for (int64_t step = 0; step < kSteps; ++step)
-      expected.losses.push_back(pipe.train_step(inputs[step], targets[step]));
-    for (const auto& [name, p] : pipe.named_parameters())
-      expected.parameters[name] = p.detach().clone();
+// K=2 stages x R=2 replicas, each replica on half of every batch: the gradients summed over the
+// replicas (and the clipping norm over all four ranks) give the in-process pipeline's training
+// on the whole batch. No dropout or BatchNorm, whose micro-batches would differ.
+TEST(ProcessGroupPipeline, TwoReplicasOfTwoStagesTrainAsOnePipelineOnTheWholeBatch) {
+  const auto mlp = models::MlpOptions(12, 16, 7, 5);
+  const auto options = PipelineOptions(even_balance(8, 2)).chunks(2).seed(17);
+  torch::manual_seed(3);
+  std::vector<torch::Tensor> inputs, targets;
+  for (int step = 0; step < 2; ++step) {
+    inputs.push_back(torch::randn({16, 12}));
+    targets.push_back(torch::randint(0, 5, {16}));
   }
-
-  const int port = free_port();
-  ASSERT_GT(port, 0);
-  const auto all_layers = seeded_mlp(mlp);
-  const auto layout = make_layout(options, static_cast<int64_t>(all_layers.size()));
-  auto run_rank = [&](int rank) {
-    distributed::Env env;
-    env.rank = rank;
-    env.world_size = static_cast<int>(kDevices);
-    env.master_addr = "127.0.0.1";
-    env.master_port = port;
-    distributed::Context context(
-        env, distributed::ContextOptions(kDevices).timeout(std::chrono::seconds(30)));
-    LayerList layers;
-    for (int64_t i : layout.layers_of(rank))
-      layers.push_back(all_layers[i]);
-    Pipeline pipe(layers, options, rank,
-                  std::make_unique<distributed::ProcessGroupTransport>(context), &context);
-    pipe.set_optimizer(sgd);
-    pipe.set_grad_clip(kClip);
-    RankResult result;
-    for (int64_t step = 0; step < kSteps; ++step) {
-      // Each rank scatters its own copy of the batch, as separate processes would; sharing one
-      // would let the last reference to its storage drop on the other rank's thread.
-      result.losses.push_back(pipe.train_step(inputs[step].clone(), targets[step].clone()));
+  const auto expected =
+      train_in_process(seeded_mlp(mlp), PipelineOptions(options).chunks(4), inputs, targets);
+  const auto ranks = train_ranks(4, options, {seeded_mlp(mlp), seeded_mlp(mlp)}, [&](int replica) {
+    std::vector<torch::Tensor> half_inputs, half_targets;
+    for (size_t step = 0; step < inputs.size(); ++step) {
+      half_inputs.push_back(inputs[step].narrow(0, replica * 8, 8));
+      half_targets.push_back(targets[step].narrow(0, replica * 8, 8));
     }
-    for (const auto& [name, p] : pipe.named_parameters())
-      result.parameters[name] = p.detach().clone();
-    return result;
-  };
-  // spdlog's default logger is a static of the (uninstrumented) spdlog library whose first use
-  // TSan cannot see as initialisation: make it here, before the rank threads log, as the
-  // programs do by configuring their sinks before starting any thread.
-  spdlog::default_logger_raw();
-  auto rank1 = std::async(std::launch::async, run_rank, 1);
-  const RankResult rank0 = run_rank(0);
-  const RankResult other = rank1.get();
-
-  for (const RankResult* rank : {&rank0, &other}) {
-    ASSERT_EQ(rank->losses.size(), expected.losses.size());
-    for (size_t step = 0; step < expected.losses.size(); ++step)
-      EXPECT_NEAR(rank->losses[step], expected.losses[step], 1e-5) << "step " << step;
-  }
-  size_t seen = 0;
-  for (const RankResult* rank : {&rank0, &other}) {
-    for (const auto& [name, p] : rank->parameters) {
-      expect_close(p, expected.parameters.at(name), 1e-5, 1e-6, name);
-      ++seen;
-    }
-  }
-  EXPECT_EQ(seen, expected.parameters.size()) << "each parameter lives on exactly one rank";
+    return std::make_pair(half_inputs, half_targets);
+  });
+  // Both replicas hold the same parameters: compare each with the in-process pipeline.
+  expect_replica_matches({ranks[0], ranks[1]}, expected);
+  expect_replica_matches({ranks[2], ranks[3]}, expected);
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, ProcessGroupPipeline,

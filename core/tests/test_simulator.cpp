@@ -40,11 +40,11 @@ TEST(Simulator, MatchesTheDrawnTimelines) {
   }
   const auto r = simulate(make_schedule(ScheduleKind::k1F1B, 3, 4), uniform(3, 1, 1));
   for (const auto& e : r.events) {
-    if (e.stage == 0 && e.name == "B0") {
-      EXPECT_DOUBLE_EQ(e.start_us, 5);
+    if (e.device == 0 && e.name == "B0") {
+      EXPECT_DOUBLE_EQ(e.start, 5);
     }
-    if (e.stage == 1 && e.name == "F3") {
-      EXPECT_DOUBLE_EQ(e.start_us, 7);
+    if (e.device == 1 && e.name == "F3") {
+      EXPECT_DOUBLE_EQ(e.start, 7);
     }
   }
 }
@@ -62,13 +62,13 @@ TEST(Simulator, RecomputeAddsForwardTimeBeforeEachCheckpointedBackward) {
 
 TEST(Simulator, LinkTimeDelaysTheNextStage) {
   auto costs = uniform(2);
-  costs.link.latency_s = 0.5;
-  costs.link.bandwidth_bytes_s = 100;
+  costs.link.latency = 0.5;
+  costs.link.bandwidth = 100;
   costs.link.boundary_bytes = {50};  // 0.5 + 0.5 per message
   const auto r = simulate(make_schedule(ScheduleKind::kGPipe, 2, 1), costs);
   // F on s0 [0,1], copy [1,2], F on s1 [2,3], B on s1 [3,5], copy [5,6], B on s0 [6,8].
   EXPECT_DOUBLE_EQ(r.step_time, 8);
-  EXPECT_DOUBLE_EQ(LinkModel{}.transfer_s(0), 0);
+  EXPECT_DOUBLE_EQ(LinkModel{}.transfer_time(0), 0);
 }
 
 // 8 equal layers (forward 1, backward 2, half of it W) on K=4 devices, M=8.

@@ -27,7 +27,9 @@
 #include <thread>
 
 #include "gpipe/datasets/datasets.h"
+#include "gpipe/errors.h"
 #include "gpipe/exit_codes.h"
+#include "gpipe/timing.h"
 
 namespace {
 
@@ -172,7 +174,10 @@ json report_split(const Args& args, Split split) {
   out["width"] = {{"min", result.max_width > 0 ? result.min_width : 0}, {"max", result.max_width}};
   out["skipped"] = result.skipped.size();
   out["skipped_files"] = result.skipped_files;
-  out["data_dir"] = resolve_data_dir(options);
+  // As given (a relative folder stays relative: results record no machine's paths).
+  out["data_dir"] = options.data_dir().empty() && args.dataset == "fashion-mnist"
+                        ? "default: Debian's dataset-fashion-mnist package"
+                        : options.data_dir();
   spdlog::info("{} {}: {} images in {} classes, {} decoded in {:.1f} s, {} skipped", args.dataset,
                to_string(split), out["count"].get<int64_t>(), classes.size(), result.stats.images(),
                seconds, result.skipped.size());
@@ -191,12 +196,6 @@ double load_average() {
   double load = -1;
   file >> load;
   return load;
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t m = values.size() / 2;
-  return values.size() % 2 ? values[m] : 0.5 * (values[m - 1] + values[m]);
 }
 
 json benchmark(const Args& args) {
@@ -265,8 +264,8 @@ json benchmark(const Args& args) {
         "{:.1f} images/s ({:.2f} CPU ms/image)",
         r + 1, one.rate, one.cpu_ms_per_image, args.workers, many.rate, many.cpu_ms_per_image);
   }
-  const double single = median(single_runs);
-  const double rate = median(loader_runs);
+  const double single = gpipe::median(single_runs);
+  const double rate = gpipe::median(loader_runs);
   json out;
   out["split"] = "train";
   out["transform"] = "training (augment)";
@@ -283,8 +282,8 @@ json benchmark(const Args& args) {
   out["loader_runs"] = loader_runs;
   // CPU time of the whole process per image: equal in both modes means the loader adds no
   // work, so its wall-time rate is limited only by the cores it gets.
-  out["single_thread_cpu_ms_per_image"] = median(single_cpu);
-  out["loader_cpu_ms_per_image"] = median(loader_cpu);
+  out["single_thread_cpu_ms_per_image"] = gpipe::median(single_cpu);
+  out["loader_cpu_ms_per_image"] = gpipe::median(loader_cpu);
   out["hardware_threads"] = std::thread::hardware_concurrency();
   out["load_average_before"] = load_before;
   out["load_average_after"] = load_average();
@@ -329,10 +328,7 @@ int run(const Args& args) {
   } else {
     std::ofstream file(args.json_path);
     file << out.dump(2) << "\n";
-    if (!file) {
-      std::cerr << "dataset_info: cannot write " << args.json_path << "\n";
-      return 1;
-    }
+    if (!file) throw gpipe::ConfigError("cannot write --json file '" + args.json_path + "'");
     spdlog::info("wrote {}", args.json_path);
   }
   return 0;
@@ -388,7 +384,7 @@ int main(int argc, char** argv) {
   try {
     return run(args);
   } catch (const std::exception& e) {
-    std::cerr << "dataset_info: error: " << e.what() << "\n";
+    std::cerr << "dataset_info: error: " << gpipe::error_message(e) << "\n";
     // Missing or corrupt data and bad settings are bad input; anything else failed running.
     const bool bad_input = dynamic_cast<const gpipe::InputError*>(&e) != nullptr ||
                            dynamic_cast<const gpipe::ConfigError*>(&e) != nullptr;

@@ -8,25 +8,15 @@
 #include "gpipe/errors.h"
 #include "gpipe/partition.h"
 #include "gpipe/schedule.h"
+#include "gpipe/timing.h"
 #include "tables/workload.h"
 
 namespace gpipe::tables {
 namespace {
 
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
-
 // Waits for queued CUDA work, so that a host clock times it (no-op on CPU devices).
 void synchronize(const DeviceSpec& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index);
-}
-
-double ms_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
 }
 
 }  // namespace
@@ -67,11 +57,11 @@ LayerCosts measure_layer_costs(const LayerList& layers, const models::SampleBatc
       auto start = std::chrono::steady_clock::now();
       auto value = loss(output, target);
       synchronize(device);
-      const double f = ms_since(start);
+      const double f = elapsed_ms(start);
       start = std::chrono::steady_clock::now();
       value.backward();
       synchronize(device);
-      const double b = ms_since(start);
+      const double b = elapsed_ms(start);
       if (run >= options.warmup()) {
         forward.push_back(f);
         backward.push_back(b);
@@ -97,7 +87,7 @@ LayerCosts measure_layer_costs(const LayerList& layers, const models::SampleBatc
         const auto start = std::chrono::steady_clock::now();
         opt->step();
         synchronize(device);
-        if (run >= options.warmup()) times.push_back(ms_since(start));
+        if (run >= options.warmup()) times.push_back(elapsed_ms(start));
       }
       costs.update_ms.push_back(median(times));
       opt.reset();
@@ -122,9 +112,8 @@ std::vector<int64_t> balance_by_time(const LayerCosts& costs, int64_t K) {
 
 LinkModel link_in_ms(const LinkModel& link_seconds, const LayerCosts& costs,
                      const std::vector<int64_t>& balance) {
-  LinkModel link;
-  link.latency_s = link_seconds.latency_s * 1e3;                  // ms per message
-  link.bandwidth_bytes_s = link_seconds.bandwidth_bytes_s / 1e3;  // bytes per ms
+  LinkModel link = link_seconds.in_milliseconds();
+  link.boundary_bytes.clear();  // the boundaries of this balance
   int64_t end = 0;
   for (size_t s = 0; s + 1 < balance.size(); ++s) {
     end += balance[s];

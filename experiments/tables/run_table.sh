@@ -13,10 +13,7 @@ shift
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${GPIPE_BUILD_DIR:-$root/build}
 
-if [[ ! -f $build/build.ninja && ! -f $build/Makefile ]]; then
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
-fi
-cmake --build "$build" --target "$name" >&2
+GPIPE_BUILD_DIR=$build "$root/scripts/build.sh" "$name" >&2
 
 out=results/$name
 plot=yes

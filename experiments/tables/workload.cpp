@@ -11,6 +11,7 @@
 
 #include "gpipe/errors.h"
 #include "gpipe/memory.h"
+#include "gpipe/timing.h"
 
 namespace gpipe::tables {
 
@@ -128,14 +129,10 @@ TrainingMeasurement measure_training(const models::ModelBuilder& builder,
     for (const auto& device : pipeline.devices()) {
       if (device.is_cuda()) torch::cuda::synchronize(device.index);
     }
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (i >= warmup) result.step_ms.push_back(ms);
+    if (i >= warmup) result.step_ms.push_back(elapsed_ms(start));
   }
   result.cpu = cpu->read();
-  auto sorted = result.step_ms;
-  std::sort(sorted.begin(), sorted.end());
-  result.median_step_ms = sorted[sorted.size() / 2];
+  result.median_step_ms = median(result.step_ms);
 
   // The pipeline reset each device's peak when the last step began and nothing reset it since,
   // so the meter's peak now covers that whole step, optimizer update included.

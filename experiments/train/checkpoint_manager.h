@@ -18,6 +18,7 @@
 
 #include "gpipe/checkpoint.h"
 #include "gpipe/distributed.h"
+#include "gpipe/pipeline.h"
 
 namespace gpipe::train {
 

@@ -141,7 +141,8 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   opt(train, "--eval-every", o.eval_every,
       "evaluate the test split every N epochs (0: only at the end; -1: never)");
   opt(train, "--eval-batches", o.eval_batches,
-      "evaluate on the first N batches of the test split (0: all of it)");
+      "evaluate on the first N batches of the test split (0: all of it)")
+      ->check(CLI::NonNegativeNumber);
 
   const char* ckpt = "Checkpoints";
   opt(ckpt, "--checkpoint-dir", o.checkpoint_dir, "folder of checkpoints (step-N/ and latest)");

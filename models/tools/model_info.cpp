@@ -189,7 +189,10 @@ int main(int argc, char** argv) {
       file << out.dump(2) << "\n";
       spdlog::info("wrote {}", json_path);
     }
-  } catch (const gpipe::Error& e) {
+  } catch (const gpipe::ConfigError& e) {
+    spdlog::error("{}", e.what());
+    return kExitBadInput;
+  } catch (const gpipe::InputError& e) {
     spdlog::error("{}", e.what());
     return kExitBadInput;
   } catch (const std::exception& e) {

@@ -30,7 +30,7 @@
 #include <thread>
 
 #include "gpipe/errors.h"
-#include "gpipe/pipeline.h"
+#include "gpipe/step_collectives.h"
 #include "gpipe/transport.h"
 
 namespace gpipe::distributed {
@@ -122,6 +122,7 @@ class Context : public StepCollectives {
   void register_rank();
   void watch();
   torch::Tensor all_reduce(c10d::ProcessGroup& group, torch::Tensor tensor, const char* what);
+  // Sums a few numbers over `group` in one collective.
   std::vector<double> sum_scalars(c10d::ProcessGroup& group, const std::vector<double>& values,
                                   const char* what);
   std::vector<int> stale_ranks();
@@ -129,8 +130,8 @@ class Context : public StepCollectives {
 
   Env env_;
   ContextOptions options_;
-  // sum_scalars' buffers, one per purpose. Declared before the process groups so that Gloo's
-  // worker threads are joined before these are freed.
+  // sum_scalars' buffers, one per purpose. Declared before the process groups, so that those
+  // (joining Gloo's worker threads) are destroyed first.
   std::map<std::string, torch::Tensor> scalar_buffers_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Store> watch_store_;  // the watchdog's own client connection

@@ -1,4 +1,5 @@
-// One exit-code rule for every program in build/bin.
+// One exit-code rule for the programs a user runs from build/bin (the drivers, model_info,
+// dataset_info, gpipe_bench; not the test and fuzz binaries).
 //
 // Why this file exists: scripts and the drivers' tests tell bad input from a failure by the exit
 // code alone, so every program, from the training drivers to model_info and dataset_info, must

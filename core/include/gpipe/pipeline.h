@@ -38,6 +38,7 @@
 #include "gpipe/loss.h"
 #include "gpipe/schedule.h"
 #include "gpipe/stage.h"
+#include "gpipe/step_collectives.h"
 #include "gpipe/timeline.h"
 #include "gpipe/transport.h"
 
@@ -83,24 +84,6 @@ struct PipelineLayout {
 // Throws ConfigError naming the values when the balance does not cover `num_layers`, has an
 // empty device, or an entry that v does not divide (without a stage_balance that splits it).
 PipelineLayout make_layout(const PipelineOptions& options, int64_t num_layers);
-
-// What a pipeline spread over processes needs from the other processes in a step. The
-// in-process pipeline has none; distributed.h implements it on c10d.
-class StepCollectives {
- public:
-  virtual ~StepCollectives() = default;
-  // Mini-batch size summed over the data-parallel replicas.
-  virtual int64_t global_batch(int64_t local) = 0;
-  // The step's loss (sum of every last stage's weighted micro-batch losses) and whether every
-  // rank's loss was finite.
-  virtual std::pair<double, bool> reduce_loss(double local_partial, bool local_ok) = 0;
-  // Sums gradients over the data-parallel replicas of this stage, in place.
-  virtual void reduce_gradients(const std::vector<torch::Tensor>& grads) = 0;
-  // Sums a per-stage value over the pipeline's stages (e.g. squared gradient norms).
-  virtual double sum_over_stages(double local) = 0;
-  // Why the step was aborted by another process, if it was.
-  virtual std::string abort_reason() const = 0;
-};
 
 // Figures of the last step.
 struct StepStats {

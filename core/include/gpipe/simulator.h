@@ -16,22 +16,26 @@
 
 #include "gpipe/schedule.h"
 #include "gpipe/stage.h"
-#include "gpipe/timeline.h"
 
 namespace gpipe {
 
-// The copy between adjacent stages.
+// The copy between adjacent stages, timed in the unit of the costs it is simulated with
+// (link_preset gives seconds; in_milliseconds() converts).
 struct LinkModel {
-  double latency_s = 0;          // per message
-  double bandwidth_bytes_s = 0;  // 0 means infinite
+  double latency = 0;    // time per message
+  double bandwidth = 0;  // bytes per unit of time; 0 means infinite
   // Bytes crossing boundary s -> s+1 per micro-batch (one entry per boundary between virtual
   // stages; the gradient going back has the same size). Empty means nothing to copy.
   std::vector<double> boundary_bytes;
 
-  double transfer_s(int64_t boundary) const;
+  // Latency plus the bytes of `boundary` over the bandwidth.
+  double transfer_time(int64_t boundary) const;
+  // This link, timed in seconds, with its times in milliseconds.
+  LinkModel in_milliseconds() const;
 };
 
-// Documented link presets for projections (bandwidth per direction, latency per message):
+// Documented link presets for projections, in seconds (bandwidth per direction, latency per
+// message):
 //   pcie    PCIe 3.0 x16 between GPUs without NVLink, as in GPipe's Table 3: 12 GB/s, 10 us
 //   nvlink  NVLink 2 (two bricks between neighbouring V100s): 50 GB/s, 5 us
 //   tpu     TPU v3 inter-core interconnect: 70 GB/s, 2 us
@@ -51,12 +55,22 @@ struct SimulationCosts {
   LinkModel link;
 };
 
+// One compute action of a simulated step, timed in the costs' unit.
+struct SimulatedEvent {
+  int64_t device = 0;
+  std::string name;  // "F3", "B3", "W3", "R3"
+  int64_t microbatch = 0;
+  int64_t virtual_stage = 0;
+  double start = 0;
+  double duration = 0;
+};
+
 struct SimulationResult {
   double step_time = 0;
   double bubble_fraction = 0;
   std::vector<double> busy_per_stage;           // per device
   std::vector<double> peak_inflight_per_stage;  // per device, as peak_inflight()
-  std::vector<TimelineEvent> events;  // compute actions; start/duration in the costs' unit
+  std::vector<SimulatedEvent> events;           // the compute actions
 };
 
 // Simulates `schedule`, lowering it with `checkpoint` first unless it is already lowered.

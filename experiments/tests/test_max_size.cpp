@@ -1,0 +1,257 @@
+// Tests of max_model_size's logic and of the measuring code: the memory model, the size search,
+// max_model_size's options, and short real runs on tiny models (workloads, layer costs, a small
+// search confirmed by measurement). The formatting, normalisation and projection tests are
+// test_tables.cpp. What is asserted is what must hold on any machine, never a timing figure.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <set>
+
+#include "gpipe/errors.h"
+#include "tables/max_size.h"
+#include "tables/memory_model.h"
+#include "tables/projection.h"
+#include "tables/size_search.h"
+#include "tables/workload.h"
+#include "test_util.h"
+
+namespace gpipe::tables {
+namespace {
+
+// ---- memory model ---------------------------------------------------------------------------
+
+MemoryProfile synthetic_profile() {
+  MemoryProfile p;
+  p.microbatch = 2;
+  p.parameter_bytes = {100, 200, 300, 400};
+  p.activation_bytes = {10, 20, 30, 40};
+  p.output_bytes = {1, 2, 3, 4};
+  return p;
+}
+
+TEST(MemoryModel, NaiveKeepsEveryMicroBatchAndRematerialisationOne) {
+  const auto p = synthetic_profile();
+  MemoryShape naive{/*batch=*/8, /*chunks=*/1, /*recompute=*/false, /*state_slots=*/1};
+  // State 3 x 1000; activations of the whole batch of 8 = 4 x the profile's micro-batch of 2.
+  EXPECT_EQ(predict_stage_bytes(p, {4}, naive), (std::vector<double>{3000 + 4 * 100}));
+  MemoryShape pipelined{8, 4, true, 1};
+  // One micro-batch of 2 at a time, plus M outputs of each stage but the last.
+  EXPECT_EQ(predict_stage_bytes(p, {2, 2}, pipelined),
+            (std::vector<double>{900 + 30 + 4 * 2, 2100 + 70}));
+  MemoryShape adam{8, 4, true, 2};
+  EXPECT_EQ(predict_stage_bytes(p, {4}, adam), (std::vector<double>{4000 + 100}));
+  EXPECT_EQ(balance_by_memory(p, pipelined, 2), (std::vector<int64_t>{3, 1}));
+  EXPECT_CONFIG_ERROR(balance_by_memory(p, pipelined, 5), "pipeline-5 needs at least 5 layers");
+  MemoryShape bad{4, 8, true, 1};
+  EXPECT_CONFIG_ERROR(predict_stage_bytes(p, {4}, bad), "need 1 <= M <= N");
+}
+
+// ---- size search ----------------------------------------------------------------------------
+
+// Families f = 0, 1 with members m = 0..n-1: parameters (f + 1) (m + 1), true peak
+// (m + 1) x bytes_per_member[f], predicted = true / error.
+struct SyntheticSizes {
+  std::vector<size_t> sizes = {20, 20};
+  std::vector<double> bytes_per_member = {10, 25};
+  double error = 1.0;
+  std::set<std::pair<size_t, size_t>> measured;
+
+  SearchCallbacks callbacks() {
+    SearchCallbacks cb;
+    cb.family_sizes = sizes;
+    cb.parameters = [](const SearchPoint& p) {
+      return static_cast<double>((p.family + 1) * (p.member + 1));
+    };
+    cb.predicted_bytes = [this](const SearchPoint& p) { return truth(p) / error; };
+    cb.measured_bytes = [this](const SearchPoint& p) {
+      measured.insert({p.family, p.member});
+      return truth(p);
+    };
+    return cb;
+  }
+  double truth(const SearchPoint& p) const {
+    return static_cast<double>(p.member + 1) * bytes_per_member[p.family];
+  }
+};
+
+TEST(SizeSearch, FindsTheLargestTrueFitWhateverTheModelsError) {
+  // Budget 100: family 0 fits members 0..9 (params up to 10), family 1 members 0..3 (params up
+  // to 8). The answer is family 0, member 9, whether the model is exact, optimistic or
+  // pessimistic by a quarter or more.
+  for (double error : {1.0, 1.25, 0.625}) {  // exact in binary
+    SyntheticSizes sizes;
+    sizes.error = error;
+    const auto outcome = search_largest(sizes.callbacks(), 100, 8);
+    ASSERT_TRUE(outcome.best) << "error " << error;
+    EXPECT_EQ(outcome.best->family, 0u) << "error " << error;
+    EXPECT_EQ(outcome.best->member, 9u) << "error " << error;
+    EXPECT_LE(outcome.steps.size(), 8u);
+    EXPECT_NEAR(outcome.scale, error, 1e-9);
+    for (const auto& step : outcome.steps) {
+      EXPECT_EQ(step.fits, step.measured_bytes <= 100);
+    }
+  }
+}
+
+TEST(SizeSearch, NeverReportsASizeThatWasNotMeasuredToFit) {
+  SyntheticSizes sizes;
+  sizes.error = 3.0;  // wildly optimistic
+  const auto outcome = search_largest(sizes.callbacks(), 100, 3);
+  if (outcome.best) {
+    EXPECT_TRUE(sizes.measured.count({outcome.best->family, outcome.best->member}));
+    EXPECT_LE(sizes.truth(*outcome.best), 100);
+  }
+}
+
+TEST(SizeSearch, ABudgetTooSmallForTheSmallestSizeFindsNothing) {
+  SyntheticSizes sizes;
+  const auto outcome = search_largest(sizes.callbacks(), 5, 6);
+  EXPECT_FALSE(outcome.best);
+  // It measured the smallest member of each family before giving up.
+  EXPECT_TRUE(sizes.measured.count({0, 0}));
+  EXPECT_TRUE(sizes.measured.count({1, 0}));
+  EXPECT_CONFIG_ERROR(search_largest(sizes.callbacks(), 0, 6), "budget must be > 0");
+}
+
+// ---- max-size options -----------------------------------------------------------------------
+
+TEST(MaxSizeOptions, ConfigurationsParseAndBadOnesAreNamed) {
+  EXPECT_FALSE(parse_size_config("naive-1").pipelined);
+  const auto p8 = parse_size_config("pipeline-8");
+  EXPECT_TRUE(p8.pipelined);
+  EXPECT_EQ(p8.partitions, 8);
+  EXPECT_CONFIG_ERROR(parse_size_config("naive-2"), "only naive-1 exists");
+  EXPECT_CONFIG_ERROR(parse_size_config("pipeline-0"), "K must be >= 1");
+  EXPECT_CONFIG_ERROR(parse_size_config("turbo-8"), "unknown configuration 'turbo-8'");
+}
+
+TEST(MaxSizeOptions, FamiliesKeepOnlySizesWithAStagePerDevice) {
+  const auto options = max_size_preset("quick");
+  const auto& lm = options.models[1];
+  ASSERT_EQ(lm.base.name, "transformer-l");
+  const auto families = size_families(lm, parse_size_config("pipeline-8"));
+  ASSERT_EQ(families.size(), 1u);
+  EXPECT_EQ(families[0].front().layers, 6);  // embedding + 6 layers + head = 8 layers
+  auto shallow = lm;
+  shallow.layers = {1, 2, 3};
+  EXPECT_CONFIG_ERROR(size_families(shallow, parse_size_config("pipeline-8")),
+                      "pipeline-8 needs a model of at least 8 layers");
+  const auto amoeba = size_families(options.models[0], parse_size_config("pipeline-8"));
+  EXPECT_EQ(amoeba.size(), options.models[0].layers.size());  // every L has >= 9 layers
+  EXPECT_EQ(size_label(amoeba[0][1]), "(3, 32)");
+}
+
+TEST(MaxSizeOptions, BadInputIsNamed) {
+  auto options = max_size_preset("quick");
+  EXPECT_NO_THROW(validate(options, int64_t{24} << 30));
+  EXPECT_CONFIG_ERROR(validate(options, int64_t{512} << 20), "more than this machine's");
+  options.chunks = 3;
+  EXPECT_CONFIG_ERROR(validate(options, 0), "--chunks 3 must divide the mini-batch");
+  options = max_size_preset("quick");
+  options.configs = {"pipeline-300"};
+  EXPECT_CONFIG_ERROR(validate(options, 0), "pipeline-300 needs a model of at least 300 layers");
+  EXPECT_CONFIG_ERROR(max_size_preset("tiny"), "unknown preset 'tiny'");
+}
+
+// ---- real runs on tiny models ---------------------------------------------------------------
+
+models::ModelConfig tiny_transformer(int64_t layers) {
+  auto c = models::small_config("transformer-l");
+  c.layers = layers;
+  c.d_model = 32;
+  c.ffn = 64;
+  c.heads = 2;
+  c.vocab = 64;
+  c.seq_len = 8;
+  return c;
+}
+
+TEST(Workload, MeasuredStepsReportTimeAndPerDeviceMemory) {
+  const auto builder = models::make_model(tiny_transformer(2));
+  RunShape shape;
+  shape.balance = {2, 2};
+  shape.chunks = 2;
+  shape.checkpoint = Checkpoint::kAlways;
+  const auto m = measure_training(*builder, builder->sample_batch(4, 1), shape, "adam", 1, 2);
+  ASSERT_EQ(m.step_ms.size(), 2u);
+  EXPECT_GT(m.median_step_ms, 0);
+  ASSERT_EQ(m.peak_bytes.size(), 2u);
+  for (size_t s = 0; s < 2; ++s) {
+    // Adam: parameters, gradients and two state tensors, at least 16 bytes per parameter.
+    EXPECT_GE(m.state_bytes[s], 16 * 4) << s;
+    EXPECT_GE(m.peak_bytes[s], m.state_bytes[s] + m.peak_activation_bytes[s]) << s;
+  }
+  EXPECT_CONFIG_ERROR(measure_training(*builder, builder->sample_batch(4, 1), shape, "adam", 0, 1),
+                      "at least two steps");
+  EXPECT_CONFIG_ERROR(resolve_optimizer("lion", "transformer-l"), "unknown optimizer 'lion'");
+  EXPECT_EQ(resolve_optimizer("auto", "amoebanet-d"), "rmsprop");
+}
+
+TEST(Workload, TheCpuMeterSeesThisProcessWorking) {
+  const CpuMeter meter;
+  volatile double sink = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+  while (std::chrono::steady_clock::now() < until)
+    sink = sink + 1.0;
+  const auto reading = meter.read();
+  EXPECT_GE(reading.wall_s, 0.1);
+  EXPECT_GT(reading.own_cores, 0.1);  // a spinning thread, even on a crowded machine
+  EXPECT_GE(reading.other_cores, 0.0);
+}
+
+TEST(Projection, LayerCostsOfARealModelFeedAProjection) {
+  const auto builder = models::make_model(tiny_transformer(2));
+  const auto costs = measure_layer_costs(
+      builder->build(), builder->sample_batch(2, 3), builder->loss(), DeviceSpec::parse("cpu:0"),
+      make_optimizer("adam"), ProfileOptions().warmup(0).iterations(1).threads(1));
+  ASSERT_EQ(costs.num_layers(), builder->num_layers());
+  EXPECT_EQ(costs.microbatch, 2);
+  for (int64_t i = 0; i < costs.num_layers(); ++i) {
+    EXPECT_GT(costs.output_bytes[i], 0);
+    EXPECT_GE(costs.forward_ms[i], 0);
+    EXPECT_GE(costs.update_ms[i], 0);
+  }
+  // The head's output is the logits: 2 x 8 x 64 floats.
+  EXPECT_EQ(costs.output_bytes.back(), 2 * 8 * 64 * 4);
+  const auto p = project_step(costs, 2, 2, Checkpoint::kAlways, link_preset("pcie"));
+  EXPECT_GT(p.step_ms, 0);
+  EXPECT_EQ(p.balance.size(), 2u);
+}
+
+TEST(MaxSize, ASmallRealSearchConfirmsItsAnswerByMeasurement) {
+  MaxSizeOptions options;
+  options.preset = "test";
+  options.budget_bytes = int64_t{4} << 20;
+  options.configs = {"naive-1", "pipeline-2"};
+  options.chunks = 2;
+  options.max_measurements = 4;
+  options.threads = 1;
+  MaxSizeModel lm;
+  lm.base = tiny_transformer(1);
+  lm.batch = 4;
+  lm.layers = {1, 2, 4, 8, 16, 32, 64};
+  options.models = {lm};
+  const auto result = run_max_size(options);
+  ASSERT_EQ(result.rows.size(), 2u);
+  for (const auto& r : result.rows) {
+    EXPECT_LE(r.max_peak_bytes(), options.budget_bytes) << r.config;
+    EXPECT_EQ(static_cast<int64_t>(r.peak_bytes_per_device.size()), r.partitions);
+    EXPECT_EQ(r.parameter_bytes, 4 * r.parameters);
+    ASSERT_FALSE(r.search.empty());
+  }
+  // Two devices hold at least as large a model as one.
+  EXPECT_GE(*parameter_ratio(result, "transformer-l", "pipeline-2", "naive-1"), 1.0);
+  const auto json = to_json(result);
+  for (const char* key : {"model", "config", "parameters", "parameter_bytes",
+                          "peak_activation_bytes", "peak_bytes_per_device"}) {
+    EXPECT_TRUE(json["rows"][0].contains(key)) << key;
+  }
+  EXPECT_NE(to_markdown(result).find("| naive-1 |"), std::string::npos);
+
+  options.budget_bytes = 1024;
+  EXPECT_CONFIG_ERROR(run_max_size(options), "is too small for any transformer-l in naive-1");
+}
+
+}  // namespace
+}  // namespace gpipe::tables
