@@ -52,7 +52,9 @@ Pipeline::OptimizerFactory sgd() {
   };
 }
 
-// Trains `pipe` on each (input, target) and records what the ranks must agree on.
+// Trains `pipe` on each (input, target), checking that every step clips (the update scales the
+// gradients in place, so a clipped step leaves them at norm kClip; on ranks, grad_norm is a
+// collective every rank calls), and records what the ranks must agree on.
 RankResult train(Pipeline& pipe, const std::vector<torch::Tensor>& inputs,
                  const std::vector<torch::Tensor>& targets) {
   pipe.set_optimizer(sgd());
@@ -62,6 +64,7 @@ RankResult train(Pipeline& pipe, const std::vector<torch::Tensor>& inputs,
     // Each rank scatters its own copy of the batch, as separate processes would; sharing one
     // would let the last reference to its storage drop on the other rank's thread.
     result.losses.push_back(pipe.train_step(inputs[step].clone(), targets[step].clone()));
+    EXPECT_NEAR(pipe.grad_norm(), kClip, 1e-4) << "step " << step << " must clip";
   }
   for (const auto& [name, p] : pipe.named_parameters())
     result.parameters[name] = p.detach().clone();
@@ -70,24 +73,11 @@ RankResult train(Pipeline& pipe, const std::vector<torch::Tensor>& inputs,
   return result;
 }
 
-// The in-process pipeline's result, checking that its steps clip (the update scales the
-// gradients in place, so a clipped step leaves them at norm kClip).
 RankResult train_in_process(const LayerList& layers, const PipelineOptions& options,
                             const std::vector<torch::Tensor>& inputs,
                             const std::vector<torch::Tensor>& targets) {
   Pipeline pipe(layers, options);
-  pipe.set_optimizer(sgd());
-  pipe.set_grad_clip(kClip);
-  RankResult result;
-  for (size_t step = 0; step < inputs.size(); ++step) {
-    result.losses.push_back(pipe.train_step(inputs[step], targets[step]));
-    EXPECT_NEAR(pipe.grad_norm(), kClip, 1e-4) << "step " << step << " must clip";
-  }
-  for (const auto& [name, p] : pipe.named_parameters())
-    result.parameters[name] = p.detach().clone();
-  for (const auto& [name, b] : pipe.named_buffers())
-    result.buffers[name] = b.detach().clone();
-  return result;
+  return train(pipe, inputs, targets);
 }
 
 // Runs `world` ranks on threads, each with its own Context (TCPStore, Gloo groups, watchdog)
