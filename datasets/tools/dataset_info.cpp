@@ -385,9 +385,6 @@ int main(int argc, char** argv) {
     return run(args);
   } catch (const std::exception& e) {
     std::cerr << "dataset_info: error: " << gpipe::error_message(e) << "\n";
-    // Missing or corrupt data and bad settings are bad input; anything else failed running.
-    const bool bad_input = dynamic_cast<const gpipe::InputError*>(&e) != nullptr ||
-                           dynamic_cast<const gpipe::ConfigError*>(&e) != nullptr;
-    return bad_input ? gpipe::kExitBadInput : gpipe::kExitFailure;
+    return gpipe::exit_code_for(e);
   }
 }

@@ -84,20 +84,13 @@ int run_main(CLI::App& app, int argc, char** argv, const std::function<int()>& b
   if (!spdlog::get("gpipe")) setup_logging();
   try {
     return body();
-  } catch (const ConfigError& e) {
+  } catch (const CLI::Error& e) {  // a preset or config file the parser rejects
     spdlog::error("{}", error_message(e));
-  } catch (const InputError& e) {
-    spdlog::error("{}", error_message(e));
-  } catch (const CLI::Error& e) {
-    spdlog::error("{}", error_message(e));
-  } catch (const c10::Error& e) {
-    spdlog::error("{}", error_message(e));
-    return kExitFailure;
+    return kExitBadInput;
   } catch (const std::exception& e) {
     spdlog::error("{}", error_message(e));
-    return kExitFailure;
+    return exit_code_for(e);
   }
-  return kExitBadInput;
 }
 
 std::string command_line(int argc, char** argv) {

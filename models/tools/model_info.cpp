@@ -189,15 +189,9 @@ int main(int argc, char** argv) {
       file << out.dump(2) << "\n";
       spdlog::info("wrote {}", json_path);
     }
-  } catch (const gpipe::ConfigError& e) {
-    spdlog::error("{}", e.what());
-    return kExitBadInput;
-  } catch (const gpipe::InputError& e) {
-    spdlog::error("{}", e.what());
-    return kExitBadInput;
   } catch (const std::exception& e) {
     spdlog::error("{}", describe_exception(std::current_exception()));
-    return kExitFailure;
+    return exit_code_for(e);
   }
   return kExitOk;
 }

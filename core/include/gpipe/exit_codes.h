@@ -14,11 +14,21 @@
 #include <optional>
 #include <string>
 
+#include "gpipe/errors.h"
+
 namespace gpipe {
 
 constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;   // a failure while running
 constexpr int kExitBadInput = 2;  // bad flags, configuration or data
+
+// The code for a program stopped by `e`: bad configuration or input (ConfigError, InputError,
+// missing or corrupt data included) is kExitBadInput, anything else kExitFailure.
+inline int exit_code_for(const std::exception& e) {
+  const bool bad_input = dynamic_cast<const ConfigError*>(&e) != nullptr ||
+                         dynamic_cast<const InputError*>(&e) != nullptr;
+  return bad_input ? kExitBadInput : kExitFailure;
+}
 
 // Parses the command line into `app`. Returns nothing when the program should go on, otherwise
 // the code to exit with: kExitOk after --help (printed), kExitBadInput after a bad flag or value,
