@@ -1,12 +1,11 @@
 // The collectives a distributed step needs, on the Context's process groups: sums of a few
-// numbers (batch sizes, the loss, gradient norms), the data-parallel gradient all-reduce and a
-// barrier. A collective that fails or times out becomes Context::fail, which names the lost
+// numbers (batch sizes, the loss, gradient norms), the data-parallel sum of a gradient bucket
+// and a barrier. A collective that fails or times out becomes Context::fail, which names the lost
 // rank when the watchdog knows it. Rendezvous and the watchdog are distributed.cpp.
 #include "gpipe/distributed.h"
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 
 namespace gpipe::distributed {
 
@@ -57,23 +56,8 @@ std::pair<double, bool> Context::reduce_loss(double local_partial, bool local_ok
   return {sums[0], sums[1] == 0.0};
 }
 
-void Context::reduce_gradients(const std::vector<torch::Tensor>& grads) {
-  if (replicas() == 1 || grads.empty()) return;
-  // One flat buffer per dtype: one collective instead of one per parameter.
-  std::map<c10::ScalarType, std::vector<torch::Tensor>> by_type;
-  for (const auto& g : grads)
-    by_type[g.scalar_type()].push_back(g);
-  for (auto& [type, group] : by_type) {
-    std::vector<torch::Tensor> flat;
-    for (const auto& g : group)
-      flat.push_back(g.reshape({-1}));
-    auto buffer = all_reduce(*data_parallel_, torch::cat(flat), "summing gradients over replicas");
-    int64_t offset = 0;
-    for (auto& g : group) {
-      g.copy_(buffer.narrow(0, offset, g.numel()).view_as(g));
-      offset += g.numel();
-    }
-  }
+void Context::sum_gradient_bucket(torch::Tensor& flat) {
+  flat = all_reduce(*data_parallel_, flat, "summing gradients over replicas");
 }
 
 double Context::sum_over_stages(double local) {

@@ -29,6 +29,17 @@ class Slots {
   std::map<std::tuple<Slot, int64_t, int64_t>, Activations> slots_;
 };
 
+// Index in `actions` of each stage's last gradient action (B, or W when backward splits): after
+// it the stage's gradients are final.
+std::map<int64_t, size_t> last_gradient_actions(const std::vector<Action>& actions) {
+  std::map<int64_t, size_t> last;
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const auto kind = actions[i].kind;
+    if (kind == ActionKind::kBackward || kind == ActionKind::kWeight) last[actions[i].stage] = i;
+  }
+  return last;
+}
+
 }  // namespace
 
 void run_device_actions(int64_t device, const Schedule& schedule, const std::vector<Stage*>& stages,
@@ -46,8 +57,16 @@ void run_device_actions(int64_t device, const Schedule& schedule, const std::vec
   }
   transport.begin_step(device, schedule, data.step);
   Slots slots;
-  for (const auto& a : schedule.actions.at(device)) {
+  const auto& actions = schedule.actions.at(device);
+  std::map<int64_t, size_t> last_gradient;
+  if (data.reducer != nullptr) last_gradient = last_gradient_actions(actions);
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const Action& a = actions[i];
     const int64_t s = a.stage, m = a.microbatch;
+    const auto final_action = last_gradient.find(s);
+    const bool finalises = final_action != last_gradient.end() && final_action->second == i;
+    // An unsplit B accumulates each gradient through autograd: the hooks report them one by one.
+    if (finalises && !split) data.reducer->arm(s);
     Stage& stage = *stages.at(s);
     const auto start = Timeline::Clock::now();
     bool communication = false;
@@ -107,6 +126,7 @@ void run_device_actions(int64_t device, const Schedule& schedule, const std::vec
         stage.backward_weight(m);
         break;
     }
+    if (finalises) data.reducer->stage_done(s);
     if (timeline != nullptr) {
       std::string name = to_string(a);
       if (a.peer >= 0) name = name.substr(0, name.find('('));

@@ -134,6 +134,18 @@ Pipeline::Pipeline(LayerList layers, PipelineOptions options, int64_t local_devi
               " layers but ", layers_.size(), " were given");
   GPIPE_CHECK(transport_ != nullptr, ConfigError, "a distributed pipeline needs a transport");
   build(local_device, 1);
+  if (collectives_ != nullptr && collectives_->replicas() > 1) {
+    GPIPE_CHECK(options_.bucket_mb() > 0, ConfigError, "the gradient bucket size (--bucket-mb) ",
+                "must be positive, got ", options_.bucket_mb());
+    std::vector<Stage*> local;
+    for (auto& stage : stages_)
+      local.push_back(stage.get());
+    reducer_ = std::make_unique<GradientReducer>(
+        local, static_cast<int64_t>(options_.bucket_mb() * (1 << 20)),
+        [collectives = collectives_](torch::Tensor& flat) {
+          collectives->sum_gradient_bucket(flat);
+        });
+  }
 }
 
 void Pipeline::build(int64_t first_device, int64_t count) {

@@ -90,6 +90,7 @@ void Pipeline::run_step(const Schedule& schedule, StepData& data, std::vector<Ac
 }
 
 void Pipeline::abort_step() {
+  if (reducer_ != nullptr) reducer_->cancel();  // before zeroing what it may be copying into
   for_each_stage([](Stage& stage) {
     for (auto* observer : stage.step_observers())
       observer->on_step_abort();
@@ -100,7 +101,7 @@ void Pipeline::abort_step() {
 }
 
 double Pipeline::run_training_schedule(const Activations& input, const torch::Tensor& target,
-                                       bool squares) {
+                                       bool squares, bool reduce) {
   const int64_t n = batch_size(input);
   GPIPE_CHECK(target.defined() && target.dim() > 0, InputError,
               "the target must be a tensor with a batch dimension");
@@ -122,6 +123,10 @@ double Pipeline::run_training_schedule(const Activations& input, const torch::Te
   data.targets = split_microbatches(target, M);
   for (int64_t size : sizes)
     data.weights.push_back(static_cast<double>(size) / global_n);
+  if (reduce && reducer_ != nullptr) {
+    data.reducer = reducer_.get();
+    reducer_->begin_step();
+  }
 
   try {
     run_step(train_schedule_, data, nullptr, /*zero_grads=*/true, squares);
@@ -134,6 +139,9 @@ double Pipeline::run_training_schedule(const Activations& input, const torch::Te
   if (collectives_ != nullptr) std::tie(loss, finite) = collectives_->reduce_loss(loss, finite);
   last_step_.loss = loss;
   if (!finite || !std::isfinite(loss)) {
+    // Every replica refuses this step, but their buckets are already under way: let them all
+    // finish, so that no replica waits in a collective the others have given up.
+    if (data.reducer != nullptr) reducer_->finish();
     abort_step();
     throw NonFiniteLossError(
         c10::str("the loss of step ", step_, " is ", loss,
@@ -162,16 +170,16 @@ double Pipeline::train_step(const Activations& input, const torch::Tensor& targe
               "train_step needs an optimizer: call set_optimizer first");
   // Without replicas the schedule pass measures each device's gradient norm as it ends.
   const bool reduce = collectives_ != nullptr;
-  const double loss = run_training_schedule(input, target, grad_clip_ > 0 && !reduce);
+  const double loss = run_training_schedule(input, target, grad_clip_ > 0 && !reduce, reduce);
   double scale = 1.0;
-  if (reduce) {
-    std::vector<torch::Tensor> grads;
-    for (const auto& stage : stages_) {
-      for (const auto& p : stage->parameters()) {
-        if (p.grad().defined()) grads.push_back(p.grad());
-      }
+  last_step_.grad_reduce = {};
+  if (reducer_ != nullptr) {
+    try {
+      last_step_.grad_reduce = reducer_->finish();
+    } catch (...) {
+      abort_step();
+      throw;
     }
-    collectives_->reduce_gradients(grads);
   }
   if (grad_clip_ > 0) {
     double total = 0;

@@ -42,6 +42,7 @@ struct RankResult {
   std::vector<double> losses;
   std::map<std::string, torch::Tensor> parameters;
   std::map<std::string, torch::Tensor> buffers;  // BatchNorm's running statistics
+  int64_t grad_buckets = 0;                      // summed over replicas in the last step
 };
 
 constexpr double kClip = 0.1;  // small enough to clip: the norm is summed over every rank
@@ -66,6 +67,7 @@ RankResult train(Pipeline& pipe, const std::vector<torch::Tensor>& inputs,
     result.losses.push_back(pipe.train_step(inputs[step].clone(), targets[step].clone()));
     EXPECT_NEAR(pipe.grad_norm(), kClip, 1e-4) << "step " << step << " must clip";
   }
+  result.grad_buckets = pipe.last_step().grad_reduce.buckets;
   for (const auto& [name, p] : pipe.named_parameters())
     result.parameters[name] = p.detach().clone();
   for (const auto& [name, b] : pipe.named_buffers())
@@ -169,10 +171,18 @@ TEST_P(ProcessGroupPipeline, TwoRanksTrainAsTheInProcessPipeline) {
 
 // K=2 stages x R=2 replicas, each replica on half of every batch: the gradients summed over the
 // replicas (and the clipping norm over all four ranks) give the in-process pipeline's training
-// on the whole batch. No dropout or BatchNorm, whose micro-batches would differ.
-TEST(ProcessGroupPipeline, TwoReplicasOfTwoStagesTrainAsOnePipelineOnTheWholeBatch) {
+// on the whole batch, under every schedule. Buckets of 256 bytes make several per stage, so the
+// communication thread sums them in order while the backward runs (accumulator hooks for B,
+// the end of the last W under zero-bubble schedules). No dropout or BatchNorm, whose
+// micro-batches would differ.
+TEST_P(ProcessGroupPipeline, TwoReplicasOfTwoStagesTrainAsOnePipelineOnTheWholeBatch) {
   const auto mlp = models::MlpOptions(12, 16, 7, 5);
-  const auto options = PipelineOptions(even_balance(8, 2)).chunks(2).seed(17);
+  const auto options = PipelineOptions(even_balance(8, 2))
+                           .chunks(2)
+                           .seed(17)
+                           .schedule(std::get<0>(GetParam()))
+                           .virtual_stages(std::get<1>(GetParam()))
+                           .bucket_mb(256.0 / (1 << 20));
   torch::manual_seed(3);
   std::vector<torch::Tensor> inputs, targets;
   for (int step = 0; step < 2; ++step) {
@@ -192,6 +202,8 @@ TEST(ProcessGroupPipeline, TwoReplicasOfTwoStagesTrainAsOnePipelineOnTheWholeBat
   // Both replicas hold the same parameters: compare each with the in-process pipeline.
   expect_replica_matches({ranks[0], ranks[1]}, expected);
   expect_replica_matches({ranks[2], ranks[3]}, expected);
+  for (const auto& rank : ranks)
+    EXPECT_GT(rank.grad_buckets, 2) << "256-byte buckets: several per stage";
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, ProcessGroupPipeline,

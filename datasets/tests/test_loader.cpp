@@ -88,6 +88,39 @@ TEST(Loader, BatchesDoNotDependOnTheNumberOfWorkers) {
     expect_same(runs[0], runs[r]);
 }
 
+// Data parallelism: R shards of every batch are disjoint, concatenate to the unsharded batch
+// (augmentation included), and each shard decodes only its own examples.
+TEST(Loader, ShardsSplitEveryBatchWithoutDecodingTheOthers) {
+  constexpr int64_t kShards = 3;
+  auto whole_data = std::make_shared<ProbeDataset>(40);
+  Loader whole(whole_data, LoaderOptions(12).shuffle(true).drop_last(true).seed(6));
+  const auto expected = epoch(whole, 1);
+  std::vector<std::vector<Batch>> shards;
+  for (int64_t q = 0; q < kShards; ++q) {
+    auto data = std::make_shared<ProbeDataset>(40);
+    Loader loader(
+        data, LoaderOptions(12).shuffle(true).drop_last(true).seed(6).workers(2).shard(q).shards(
+                  kShards));
+    shards.push_back(epoch(loader, 1));
+    EXPECT_EQ(data->calls.load(), 3 * 4) << "shard " << q << " decodes 4 of each batch of 12";
+    EXPECT_EQ(loader.batch_indexes(1, 0).size(), 4u);
+  }
+  ASSERT_EQ(expected.size(), 3u);
+  for (size_t b = 0; b < expected.size(); ++b) {
+    std::vector<torch::Tensor> inputs, targets;
+    for (const auto& shard : shards) {
+      ASSERT_EQ(shard.size(), expected.size());
+      inputs.push_back(shard[b].input);
+      targets.push_back(shard[b].target);
+    }
+    EXPECT_TRUE(torch::equal(torch::cat(inputs), expected[b].input)) << "batch " << b;
+    EXPECT_TRUE(torch::equal(torch::cat(targets), expected[b].target)) << "batch " << b;
+  }
+  auto data = std::make_shared<ProbeDataset>(40);
+  EXPECT_THROW(Loader(data, LoaderOptions(12).shard(3).shards(3)), ConfigError);
+  EXPECT_THROW(Loader(data, LoaderOptions(2).shards(3)), ConfigError);
+}
+
 TEST(Loader, AugmentationIsKeyedBySeedEpochAndSample) {
   auto data = std::make_shared<ProbeDataset>(8);
   Loader loader(data, LoaderOptions(8).seed(5));

@@ -33,6 +33,49 @@ print(f"same losses (max diff {worst:.1e}) and checksum {ca:.9f}")
 PY
 }
 
+# start_ranks WORLD TIMEOUT TRAIN_ARGS...: starts WORLD ranks of a long run in the background
+# (pids in $pids, output in rankK.log) and returns once the steps are under way: every rank has
+# joined once rank 0 reports the data (start-up is slow under sanitizers), then 2 s of steps.
+start_ranks() {
+  local world=$1 timeout=$2 port rank
+  shift 2
+  port=$(free_port)
+  for ((rank = 0; rank < world; ++rank)); do
+    RANK=$rank WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      "$bin/gpipe_train" --distributed "$@" --steps 100000 --comm-timeout "$timeout" \
+      --progress off >"rank$rank.log" 2>&1 &
+    pids+=($!)
+  done
+  for _ in $(seq 1 1200); do
+    grep -q "data:" rank0.log && break
+    sleep 0.1
+  done
+  sleep 2
+}
+
+# kill_one WORLD VICTIM NAME TRAIN_ARGS...: WORLD ranks train; once they are under way VICTIM
+# is killed; every other rank must exit non-zero within the 30 s timeout, naming NAME.
+kill_one() {
+  local world=$1 victim=$2 name=$3
+  shift 3
+  local rank killed elapsed status
+  start_ranks "$world" 30 "$@"
+  kill -9 "${pids[$victim]}"
+  killed=$(date +%s)
+  for ((rank = 0; rank < world; ++rank)); do
+    [[ $rank -ne $victim ]] || continue
+    wait "${pids[$rank]}"
+    status=$?
+    [[ $status -ne 0 ]] || fail "rank $rank exited 0"
+    grep -q "$name was lost" "rank$rank.log" ||
+      fail "rank $rank does not name $name: $(tail -2 rank$rank.log)"
+  done
+  elapsed=$(( $(date +%s) - killed ))
+  pids=()
+  [[ $elapsed -lt 30 ]] || fail "the survivors took $elapsed s (timeout 30 s)"
+  echo "survivors exited non-zero ${elapsed} s after the kill, naming $name"
+}
+
 case "$case_name" in
   two_processes)
     "$bin/gpipe_train" "${mlp[@]}" --balance 3,3 --json local.json 2>/dev/null || fail "in-process"
@@ -83,6 +126,27 @@ case "$case_name" in
       "$bin/gpipe_train" --distributed "${mlp[@]}" --dropout 0 --balance 3,3 --json dist.json \
       >run.log 2>&1 || fail "distributed: $(tail -5 run.log)"
     same_run local.json dist.json 1e-5
+    python3 - <<'PY' || exit 1
+import json
+s = json.load(open("dist.json"))
+assert len(s["grad_reduce_ms"]) == 5 and min(s["grad_reduce_ms"]) > 0, s["grad_reduce_ms"]
+assert all(0 <= e for e in s["grad_reduce_exposed_ms"]), s["grad_reduce_exposed_ms"]
+PY
+    ;;
+  sharded_loading)
+    # K=2 x R=2 on Fashion-MNIST: each rank's loader decodes only its 16 of the 32 examples.
+    "$launch" --nproc-per-node 4 --master-port "$(free_port)" -- \
+      "$bin/gpipe_train" --distributed --model amoebanet-d --layers 3 --filters 16 \
+      --image-size 28 --dataset fashion-mnist --batch-size 32 --chunks 2 --workers 1 \
+      --eval-every -1 --progress off --steps 2 --balance 5,4 --json dist.json \
+      >run.log 2>&1 || fail "distributed: $(tail -5 run.log)"
+    python3 - <<'PY' || exit 1
+import json
+s = json.load(open("dist.json"))
+assert s["examples_loaded_per_rank"] == [16, 16], s["examples_loaded_per_rank"]
+assert len(s["grad_reduce_ms"]) == 2, s
+print("each rank loaded", s["examples_loaded_per_rank"])
+PY
     ;;
   two_hosts)
     # Two network namespaces joined by a veth pair stand in for two hosts.
@@ -121,35 +185,14 @@ case "$case_name" in
   kill_rank)
     # Three stages as three processes; kill the middle one mid-step: the others must exit
     # non-zero well within the timeout, naming rank 1.
-    port=$(free_port)
-    start=$(date +%s)
-    for rank in 0 1 2; do
-      RANK=$rank WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-        "$bin/gpipe_train" --distributed --model sleep --layers 3 --layer-ms 20 --balance 1,1,1 \
-        --chunks 4 --batch-size 8 --steps 1000 --comm-timeout 30 --progress off \
-        >"rank$rank.log" 2>&1 &
-      pids+=($!)
-    done
-    # Every rank has joined once rank 0 reports the data (start-up is slow under sanitizers);
-    # then the steps are under way.
-    for _ in $(seq 1 1200); do
-      grep -q "data:" rank0.log && break
-      sleep 0.1
-    done
-    sleep 2
-    kill -9 "${pids[1]}"
-    killed=$(date +%s)
-    for rank in 0 2; do
-      wait "${pids[$rank]}"
-      status=$?
-      [[ $status -ne 0 ]] || fail "rank $rank exited 0"
-      grep -q "rank 1 (stage 1, replica 0) was lost" "rank$rank.log" ||
-        fail "rank $rank does not name rank 1: $(tail -2 rank$rank.log)"
-    done
-    elapsed=$(( $(date +%s) - killed ))
-    pids=()
-    [[ $elapsed -lt 30 ]] || fail "the survivors took $elapsed s (timeout 30 s)"
-    echo "survivors exited non-zero ${elapsed} s after the kill, naming rank 1"
+    kill_one 3 1 "rank 1 (stage 1, replica 0)" --model sleep --layers 3 --layer-ms 20 \
+      --balance 1,1,1 --chunks 4 --batch-size 8
+    ;;
+  kill_replica)
+    # K=2 x R=2 with 8 MiB of gradients summed over the replicas on the communication thread;
+    # kill rank 3 (replica 1's last stage) mid-step: the others exit naming it.
+    kill_one 4 3 "rank 3 (stage 1, replica 1)" --model mlp --layers 4 --width 640 \
+      --in-features 64 --classes 8 --balance 3,2 --chunks 4 --batch-size 32 --bucket-mb 1
     ;;
   bad_peer)
     # Rank 1 sends what a peer with a defect would: a header no receiver can parse, then
@@ -182,21 +225,8 @@ case "$case_name" in
   stalled_rank)
     # A rank that stops answering (SIGSTOP: alive, silent): the others give up after the
     # timeout, naming it, instead of waiting forever.
-    port=$(free_port)
-    for rank in 0 1; do
-      RANK=$rank WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-        "$bin/gpipe_train" --distributed --model sleep --layers 2 --layer-ms 20 --balance 1,1 \
-        --chunks 4 --batch-size 8 --steps 1000 --comm-timeout 10 --progress off \
-        >"rank$rank.log" 2>&1 &
-      pids+=($!)
-    done
-    # Stop rank 1 once both have joined (rank 0 reports the data; start-up is slow under
-    # sanitizers) and the steps are under way.
-    for _ in $(seq 1 1200); do
-      grep -q "data:" rank0.log && break
-      sleep 0.1
-    done
-    sleep 2
+    start_ranks 2 10 --model sleep --layers 2 --layer-ms 20 --balance 1,1 --chunks 4 \
+      --batch-size 8
     kill -STOP "${pids[1]}"
     stopped=$(date +%s)
     wait "${pids[0]}"

@@ -29,6 +29,7 @@ nlohmann::json TrainOptions::to_json() const {
       {"memory_per_device", memory_per_device},
       {"devices", devices},
       {"distributed", distributed},
+      {"bucket_mb", bucket_mb},
       {"batch_size", batch_size},
       {"epochs", epochs},
       {"steps", steps},
@@ -115,6 +116,9 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
       ->group(dist);
   opt(dist, "--comm-timeout", o.comm_timeout,
       "seconds to wait for a peer before declaring it lost");
+  opt(dist, "--bucket-mb", o.bucket_mb,
+      "with replicas: gradients are summed in buckets of this many MiB, each as soon as its "
+      "gradients are final, overlapping the backward");
 
   const char* train = "Training";
   opt(train, "--batch-size", o.batch_size, "mini-batch size N (over all replicas)");

@@ -40,6 +40,9 @@ nlohmann::json TrainResult::to_json() const {
            final_evaluation ? nlohmann::json(final_evaluation->top5) : nlohmann::json(nullptr)},
           {"steps", steps},
           {"train_seconds", train_seconds},
+          {"examples_loaded_per_rank", examples_loaded_per_rank},
+          {"grad_reduce_ms", grad_reduce_ms},
+          {"grad_reduce_exposed_ms", grad_reduce_exposed_ms},
           {"last_checkpoint", last_checkpoint}};
 }
 
@@ -82,7 +85,8 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
       .virtual_stages(o.virtual_stages)
       .stage_balance(stage_balance_)
       .seed(o.seed)
-      .threads_per_device(static_cast<int>(o.threads_per_device));
+      .threads_per_device(static_cast<int>(o.threads_per_device))
+      .bucket_mb(o.bucket_mb);
   if (!o.devices.empty()) pipe_options.devices(cli::parse_strings(o.devices));
   const LossFn loss =
       o.label_smoothing > 0 ? cross_entropy_loss(o.label_smoothing) : builder_->loss();
@@ -108,6 +112,7 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
                 o.batch_size, " does not split evenly over ", context_->replicas(), " replicas");
     GPIPE_CHECK(o.chunks <= o.batch_size / context_->replicas(), ConfigError, "--chunks ", o.chunks,
                 " exceeds each replica's ", o.batch_size / context_->replicas(), " samples");
+    data_->shard(context_->replica(), context_->replicas());  // this replica's part only
     if (o.threads_per_device == 0) {
       const char* local = std::getenv("LOCAL_WORLD_SIZE");
       const int processes = local != nullptr ? std::max(1, std::atoi(local)) : 1;
@@ -291,7 +296,7 @@ TrainResult Trainer::run() {
     }
     const double lr = schedule.at(position_.step);
     pipeline_->set_learning_rate(lr);
-    const auto mine = shard(std::move(*batch));
+    const auto& mine = *batch;  // this replica's part of the mini-batch
     const auto step_start = std::chrono::steady_clock::now();
     double loss = 0;
     try {
@@ -316,6 +321,11 @@ TrainResult Trainer::run() {
       timed_samples += o.batch_size;
     }
     const auto& last = pipeline_->last_step();
+    result.examples_loaded_per_rank.push_back(data_->examples_loaded());
+    if (context_ != nullptr && context_->replicas() > 1) {
+      result.grad_reduce_ms.push_back(last.grad_reduce.reduce_ms);
+      result.grad_reduce_exposed_ms.push_back(last.grad_reduce.exposed_ms);
+    }
     // The first step of a process also allocates the gradients inside its memory window: its
     // activation peak stands only until a second step replaces it.
     const size_t steps_run = result.step_seconds.size();

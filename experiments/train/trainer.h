@@ -45,6 +45,12 @@ struct TrainResult {
   int64_t steps = 0;
   double train_seconds = 0;
   std::string last_checkpoint;
+  // Per step run, as this process saw it: examples its loader decoded (N/R with R replicas of a
+  // real dataset), and with replicas the gradient all-reduce's time on the communication thread
+  // and the part of it the step waited for (grad_reducer.h).
+  std::vector<int64_t> examples_loaded_per_rank;
+  std::vector<double> grad_reduce_ms;
+  std::vector<double> grad_reduce_exposed_ms;
 
   nlohmann::json to_json() const;
 };

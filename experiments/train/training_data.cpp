@@ -25,12 +25,7 @@ TrainingData::TrainingData(const TrainOptions& options) : options_(options) {
                                       .seed(options_.seed));
   };
   train_set_ = make(datasets::Split::kTrain, options_.augment);
-  train_ =
-      std::make_unique<datasets::Loader>(train_set_, datasets::LoaderOptions(options_.batch_size)
-                                                         .workers(options_.workers)
-                                                         .shuffle(true)
-                                                         .drop_last(true)
-                                                         .seed(options_.seed));
+  shard(0, 1);
   GPIPE_CHECK(train_->batches_per_epoch() >= 1, ConfigError, "the training split of ",
               options_.dataset, " has ", train_set_->size(),
               " examples, fewer than one --batch-size of ", options_.batch_size);
@@ -71,6 +66,20 @@ std::string TrainingData::describe() const {
                   " steps per epoch");
 }
 
+void TrainingData::shard(int64_t replica, int64_t replicas) {
+  replica_ = replica;
+  replicas_ = replicas;
+  if (train_set_ == nullptr) return;  // synthetic
+  train_ =
+      std::make_unique<datasets::Loader>(train_set_, datasets::LoaderOptions(options_.batch_size)
+                                                         .workers(options_.workers)
+                                                         .shuffle(true)
+                                                         .drop_last(true)
+                                                         .seed(options_.seed)
+                                                         .shard(replica)
+                                                         .shards(replicas));
+}
+
 void TrainingData::begin_epoch(int64_t epoch, int64_t start_batch) {
   epoch_ = epoch;
   batch_ = start_batch;
@@ -83,11 +92,17 @@ std::optional<models::SampleBatch> TrainingData::next() {
   if (synthetic()) {
     GPIPE_CHECK(builder_ != nullptr, ConfigError, "synthetic data needs the model");
     // A pure function of (seed, epoch, batch).
-    return builder_->sample_batch(options_.batch_size,
-                                  mix_seed(options_.seed, epoch_, index, /*layer=*/-1));
+    auto batch = builder_->sample_batch(options_.batch_size,
+                                        mix_seed(options_.seed, epoch_, index, /*layer=*/-1));
+    examples_loaded_ = batch.input.size(0);
+    const int64_t n = batch.input.size(0);
+    const int64_t begin = n * replica_ / replicas_, end = n * (replica_ + 1) / replicas_;
+    return models::SampleBatch{batch.input.narrow(0, begin, end - begin),
+                               batch.target.narrow(0, begin, end - begin)};
   }
   auto batch = train_->next();
   if (!batch) return std::nullopt;
+  examples_loaded_ = batch->input.size(0);
   return models::SampleBatch{batch->input, batch->target};
 }
 

@@ -30,9 +30,16 @@ class TrainingData {
   int64_t train_examples() const;
   std::string describe() const;
 
+  // Data parallelism: next() returns only replica `replica`'s part of each mini-batch (of
+  // replicas R; see LoaderOptions::shard). A real dataset's loader decodes only that part;
+  // synthetic batches are drawn whole and cut. Call before the first begin_epoch.
+  void shard(int64_t replica, int64_t replicas);
+
   void begin_epoch(int64_t epoch, int64_t start_batch);
-  // The next batch of the epoch, or nullopt at its end.
+  // The next batch of the epoch (this replica's part), or nullopt at its end.
   std::optional<models::SampleBatch> next();
+  // Examples the last next() loaded or drew on this process.
+  int64_t examples_loaded() const { return examples_loaded_; }
 
   // The test split (nullptr for synthetic data, or a dataset without one).
   datasets::Loader* test() { return test_.get(); }
@@ -44,6 +51,8 @@ class TrainingData {
   std::unique_ptr<datasets::Loader> train_, test_;
   int64_t epoch_ = 0;
   int64_t batch_ = 0;
+  int64_t replica_ = 0, replicas_ = 1;
+  int64_t examples_loaded_ = 0;
 };
 
 }  // namespace gpipe::train

@@ -80,7 +80,7 @@ class Context : public StepCollectives {
   int rank() const { return env_.rank; }
   int world_size() const { return env_.world_size; }
   int64_t stages() const { return options_.stages(); }
-  int64_t replicas() const { return env_.world_size / options_.stages(); }
+  int64_t replicas() const override { return env_.world_size / options_.stages(); }
   int64_t stage() const { return env_.rank % options_.stages(); }
   int64_t replica() const { return env_.rank / options_.stages(); }
   // Global rank of `stage` in this replica's pipeline.
@@ -111,7 +111,7 @@ class Context : public StepCollectives {
   // StepCollectives: sums over replicas / the world, with failures turned into fail().
   int64_t global_batch(int64_t local) override;
   std::pair<double, bool> reduce_loss(double local_partial, bool local_ok) override;
-  void reduce_gradients(const std::vector<torch::Tensor>& grads) override;
+  void sum_gradient_bucket(torch::Tensor& flat) override;
   double sum_over_stages(double local) override;
   std::string abort_reason() const override;
 

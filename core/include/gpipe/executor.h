@@ -12,6 +12,7 @@
 
 #include <vector>
 
+#include "gpipe/grad_reducer.h"
 #include "gpipe/schedule.h"
 #include "gpipe/stage.h"
 #include "gpipe/timeline.h"
@@ -29,6 +30,8 @@ struct StepData {
   std::vector<Activations> inputs;
   std::vector<torch::Tensor> targets;
   std::vector<double> weights;
+  // Told when each stage's gradients become final (data-parallel training only).
+  GradientReducer* reducer = nullptr;
 };
 
 // Runs device `device`'s list of the lowered `schedule`. `stages[s]` is virtual stage s when this

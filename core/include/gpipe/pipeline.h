@@ -34,6 +34,7 @@
 
 #include "gpipe/device.h"
 #include "gpipe/executor.h"
+#include "gpipe/grad_reducer.h"
 #include "gpipe/layer.h"
 #include "gpipe/loss.h"
 #include "gpipe/schedule.h"
@@ -65,6 +66,9 @@ struct PipelineOptions {
   TORCH_ARG(uint64_t, seed) = 0;
   // Intra-op threads of each device; 0 means 1 when K > 1 and every hardware thread when K = 1.
   TORCH_ARG(int, threads_per_device) = 0;
+  // With data-parallel replicas: gradients are summed in buckets of about this many MiB, each as
+  // soon as its gradients are final (grad_reducer.h).
+  TORCH_ARG(double, bucket_mb) = 25;
 };
 
 // Where every layer goes: the K*v virtual stages in model order, their layers and devices.
@@ -92,6 +96,7 @@ struct StepStats {
   double bubble_fraction = 0;
   std::vector<int64_t> peak_bytes;             // per stage: peak bytes its device held
   std::vector<int64_t> peak_activation_bytes;  // per stage: that peak less the bytes before it
+  GradReduceStats grad_reduce;                 // the data-parallel all-reduce (zero without)
 };
 
 class Pipeline {
@@ -192,7 +197,9 @@ class Pipeline {
   void run_step(const Schedule& schedule, StepData& data, std::vector<Activations>* outputs,
                 bool zero_grads, bool squares);
   // forward_backward without committing the observers: the step's loss.
-  double run_training_schedule(const Activations& input, const torch::Tensor& target, bool squares);
+  // With `reduce` the data-parallel reducer takes each stage's gradients as they become final.
+  double run_training_schedule(const Activations& input, const torch::Tensor& target, bool squares,
+                               bool reduce = false);
   void abort_step();
   // Squared L2 norm of the gradients of local device `i`'s stages.
   double device_grad_square(size_t i) const;
@@ -213,6 +220,7 @@ class Pipeline {
   std::vector<std::unique_ptr<torch::optim::Optimizer>> optimizers_;  // parallel to stages_
   std::unique_ptr<Transport> transport_;
   StepCollectives* collectives_ = nullptr;
+  std::unique_ptr<GradientReducer> reducer_;  // with replicas; destroyed before collectives_
   Schedule train_schedule_;
   Timeline timeline_;
   StepStats last_step_;

@@ -25,6 +25,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "gpipe/datasets/batch.h"
@@ -45,6 +46,12 @@ struct LoaderOptions {
   TORCH_ARG(uint64_t, seed) = 0;
   // Batches ready or in progress ahead of the consumer; 0 means 2 per worker.
   TORCH_ARG(int64_t, prefetch) = 0;
+  // Data parallelism: load only part `shard` of `shards` of every batch, examples
+  // [n*shard/shards, n*(shard+1)/shards) of its n, in the same global order for every shard, so
+  // the shards' batches are disjoint and concatenate to the unsharded batch. Nothing outside
+  // the shard is decoded.
+  TORCH_ARG(int64_t, shard) = 0;
+  TORCH_ARG(int64_t, shards) = 1;
 };
 
 class Loader {
@@ -71,10 +78,13 @@ class Loader {
   const Dataset& dataset() const { return *dataset_; }
   const LoaderOptions& options() const { return options_; }
 
-  // The dataset indexes of batch `batch` of `epoch` (a pure function of the options).
+  // The dataset indexes of batch `batch` of `epoch` (a pure function of the options), this
+  // shard's part of it.
   std::vector<int64_t> batch_indexes(int64_t epoch, int64_t batch) const;
 
  private:
+  // [begin, end) in the epoch's order of this shard's part of batch `batch`.
+  std::pair<int64_t, int64_t> shard_range(int64_t batch, int64_t examples) const;
   struct Slot {
     std::optional<Batch> batch;
     std::exception_ptr error;
