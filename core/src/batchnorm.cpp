@@ -1,8 +1,80 @@
 #include "gpipe/batchnorm.h"
 
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cmath>
+
 #include "gpipe/errors.h"
+#include "gpipe/step_collectives.h"
 
 namespace gpipe {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Dimensions a BatchNorm reduces over (all but the channels), and a channel vector's shape
+// broadcast against the input.
+std::vector<int64_t> reduced_dims(const torch::Tensor& input) {
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < input.dim(); ++d)
+    dims.push_back(d);
+  return dims;
+}
+std::vector<int64_t> channel_shape(const torch::Tensor& input) {
+  std::vector<int64_t> shape(input.dim(), 1);
+  shape[1] = input.size(1);
+  return shape;
+}
+
+// y = (x - mean) * invstd * weight + bias, with the mean and invstd of the micro-batch over
+// every replica. They depend on every replica's input, so the backward sums dy and dy * xhat
+// over the replicas too: dx = weight * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)), the
+// means over all `count` samples. The weight and bias gradients stay local (the gradient
+// reducer sums them).
+class SyncBatchNormFunction : public torch::autograd::Function<SyncBatchNormFunction> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input,
+                               const torch::Tensor& weight, const torch::Tensor& bias,
+                               const torch::Tensor& mean, const torch::Tensor& invstd, double count,
+                               StepCollectives* replicas) {
+    ctx->save_for_backward({input, weight, mean, invstd});
+    ctx->saved_data["count"] = count;
+    // The collectives outlive every graph of their pipeline's steps.
+    ctx->saved_data["replicas"] = reinterpret_cast<int64_t>(replicas);
+    const auto shape = channel_shape(input);
+    auto xhat = (input - mean.view(shape)) * invstd.view(shape);
+    return weight.defined() ? xhat * weight.view(shape) + bias.view(shape) : xhat;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &input = saved[0], &weight = saved[1], &mean = saved[2], &invstd = saved[3];
+    const double count = ctx->saved_data["count"].toDouble();
+    auto* replicas = reinterpret_cast<StepCollectives*>(ctx->saved_data["replicas"].toInt());
+    const auto& dy = grad_outputs[0];
+    const auto shape = channel_shape(input);
+    const auto dims = reduced_dims(input);
+    const int64_t c = input.size(1);
+    const auto xhat = (input - mean.view(shape)) * invstd.view(shape);
+    const auto sum_dy = dy.sum(dims);
+    const auto sum_dy_xhat = (dy * xhat).sum(dims);
+    auto sums = torch::cat({sum_dy, sum_dy_xhat}).to(torch::kDouble);
+    replicas->sum_batchnorm_statistics(sums);
+    const auto means = (sums / count).to(dy.scalar_type());
+    auto scale = weight.defined() ? invstd * weight : invstd;
+    auto dx = (dy - means.narrow(0, 0, c).view(shape) - xhat * means.narrow(0, c, c).view(shape)) *
+              scale.view(shape);
+    torch::Tensor dweight, dbias;
+    if (weight.defined()) {
+      dweight = sum_dy_xhat;
+      dbias = sum_dy;
+    }
+    return {dx, dweight, dbias, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
 
 DeferredBatchNormImpl::DeferredBatchNormImpl(const DeferredBatchNormOptions& options_)
     : options(options_) {
@@ -41,6 +113,7 @@ torch::Tensor DeferredBatchNormImpl::forward(const torch::Tensor& input) {
                              0.0, options.eps(), /*cudnn_enabled=*/true);
   }
   auto* context = current_layer_context();
+  if (context != nullptr && context->replicas != nullptr) return forward_synchronised(input);
   if (context == nullptr || !context->recompute) accumulate(input);
   auto output = torch::batch_norm(input, weight, bias, /*running_mean=*/{}, /*running_var=*/{},
                                   /*training=*/true, 0.0, options.eps(), /*cudnn_enabled=*/true);
@@ -49,14 +122,37 @@ torch::Tensor DeferredBatchNormImpl::forward(const torch::Tensor& input) {
   return output;
 }
 
+torch::Tensor DeferredBatchNormImpl::forward_synchronised(const torch::Tensor& input) {
+  const auto* context = current_layer_context();
+  const int64_t c = options.num_features();
+  torch::Tensor sums;
+  {
+    torch::NoGradGuard no_grad;
+    const auto x = input.detach().to(torch::kDouble);
+    const auto dims = reduced_dims(input);
+    const double n = static_cast<double>(input.numel() / c);
+    sums = torch::cat({x.sum(dims), x.square().sum(dims), torch::full({1}, n, x.options())});
+  }
+  // Every replica runs this layer for this micro-batch at the same point of its schedule.
+  context->replicas->sum_batchnorm_statistics(sums);
+  const double count = sums[2 * c].item<double>();
+  const auto mean = sums.narrow(0, 0, c) / count;
+  const auto var = (sums.narrow(0, c, c) / count - mean.square()).clamp_min(0);
+  if (!context->recompute) merge(mean, var * count, static_cast<int64_t>(std::llround(count)));
+  const auto invstd = (var + options.eps()).rsqrt().to(input.scalar_type());
+  return SyncBatchNormFunction::apply(input, weight, bias, mean.to(input.scalar_type()), invstd,
+                                      count, context->replicas);
+}
+
 void DeferredBatchNormImpl::accumulate(const torch::Tensor& input) {
   torch::NoGradGuard no_grad;
-  std::vector<int64_t> dims{0};
-  for (int64_t d = 2; d < input.dim(); ++d)
-    dims.push_back(d);
   const int64_t n = input.numel() / options.num_features();
-  auto [var, mean] = torch::var_mean(input.detach().to(torch::kDouble), dims, /*unbiased=*/false);
-  auto m2 = var * static_cast<double>(n);
+  auto [var, mean] = torch::var_mean(input.detach().to(torch::kDouble), reduced_dims(input),
+                                     /*unbiased=*/false);
+  merge(mean, var * static_cast<double>(n), n);
+}
+
+void DeferredBatchNormImpl::merge(const torch::Tensor& mean, const torch::Tensor& m2, int64_t n) {
   if (count_ == 0) {
     mean_ = mean;
     m2_ = m2;

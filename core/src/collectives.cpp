@@ -60,6 +60,12 @@ void Context::sum_gradient_bucket(torch::Tensor& flat) {
   flat = all_reduce(*data_parallel_, flat, "summing gradients over replicas");
 }
 
+void Context::sum_batchnorm_statistics(torch::Tensor& statistics) {
+  GPIPE_CHECK(statistics_ != nullptr, ConfigError,
+              "synchronised BatchNorm needs a Context made with ContextOptions::sync_batchnorm");
+  statistics = all_reduce(*statistics_, statistics, "summing BatchNorm statistics over replicas");
+}
+
 double Context::sum_over_stages(double local) {
   // Every replica holds the same reduced gradients: sum over the world, divide by R.
   return sum_scalars(*world_, {local}, "summing norms")[0] / static_cast<double>(replicas());

@@ -148,25 +148,27 @@ Context::Context(const Env& env, ContextOptions options) : env_(env), options_(o
   try {
     const auto& m = env_.master_addr;
     world_ = make_gloo(store_, "gpipe/world", env_.rank, env_.world_size, options_.timeout(), m);
-    if (options_.nccl()) {
+    // One group per (prefix, position): NCCL where asked for, else Gloo.
+    auto make_group = [&](const std::string& prefix, int64_t rank,
+                          int64_t size) -> c10::intrusive_ptr<c10d::ProcessGroup> {
+      if (options_.nccl()) {
 #if defined(GPIPE_WITH_CUDA) && defined(USE_C10D_NCCL)
-      auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
-      nccl_options->timeout = options_.timeout();
-      pipeline_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(
-          c10::make_intrusive<c10d::PrefixStore>(c10::str("gpipe/pp/", replica()), store_),
-          static_cast<int>(stage()), static_cast<int>(K), nccl_options);
-      data_parallel_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(
-          c10::make_intrusive<c10d::PrefixStore>(c10::str("gpipe/dp/", stage()), store_),
-          static_cast<int>(replica()), static_cast<int>(replicas()), nccl_options);
+        auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+        nccl_options->timeout = options_.timeout();
+        return c10::make_intrusive<c10d::ProcessGroupNCCL>(
+            c10::make_intrusive<c10d::PrefixStore>(prefix, store_), static_cast<int>(rank),
+            static_cast<int>(size), nccl_options);
 #else
-      throw ConfigError("NCCL was asked for, but this build has no CUDA/NCCL LibTorch");
+        throw ConfigError("NCCL was asked for, but this build has no CUDA/NCCL LibTorch");
 #endif
-    } else {
-      pipeline_ = make_gloo(store_, c10::str("gpipe/pp/", replica()), static_cast<int>(stage()),
-                            static_cast<int>(K), options_.timeout(), m);
-      data_parallel_ =
-          make_gloo(store_, c10::str("gpipe/dp/", stage()), static_cast<int>(replica()),
-                    static_cast<int>(replicas()), options_.timeout(), m);
+      }
+      return make_gloo(store_, prefix, static_cast<int>(rank), static_cast<int>(size),
+                       options_.timeout(), m);
+    };
+    pipeline_ = make_group(c10::str("gpipe/pp/", replica()), stage(), K);
+    data_parallel_ = make_group(c10::str("gpipe/dp/", stage()), replica(), replicas());
+    if (options_.sync_batchnorm()) {
+      statistics_ = make_group(c10::str("gpipe/bn/", stage()), replica(), replicas());
     }
   } catch (const Error&) {
     stopping_ = true;

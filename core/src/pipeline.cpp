@@ -140,6 +140,10 @@ Pipeline::Pipeline(LayerList layers, PipelineOptions options, int64_t local_devi
     std::vector<Stage*> local;
     for (auto& stage : stages_)
       local.push_back(stage.get());
+    if (options_.sync_batchnorm()) {
+      for (auto& stage : stages_)
+        stage->set_batchnorm_replicas(collectives_);
+    }
     reducer_ = std::make_unique<GradientReducer>(
         local, static_cast<int64_t>(options_.bucket_mb() * (1 << 20)),
         [collectives = collectives_](torch::Tensor& flat) {

@@ -79,6 +79,7 @@ Activations Stage::run_layers(int64_t m, Activations x, bool recompute, int64_t 
     context.layer = first_layer_ + static_cast<int64_t>(i);
     context.recompute = recompute;
     context.weight_grad_token = weight_grad_token;
+    context.replicas = batchnorm_replicas_;
     LayerContextGuard guard(&context);
     x = layers_[i]->forward(x);
   }

@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include "gpipe/distributed.h"
+#include "gpipe/models/amoebanet.h"
 #include "gpipe/pipeline.h"
 #include "test_util.h"
 
@@ -99,8 +100,9 @@ std::vector<RankResult> train_ranks(
     env.world_size = world;
     env.master_addr = "127.0.0.1";
     env.master_port = port;
-    distributed::Context context(env,
-                                 distributed::ContextOptions(K).timeout(std::chrono::seconds(30)));
+    distributed::Context context(env, distributed::ContextOptions(K)
+                                          .timeout(std::chrono::seconds(30))
+                                          .sync_batchnorm(options.sync_batchnorm()));
     LayerList layers;
     for (int64_t i : layout.layers_of(rank % K))
       layers.push_back(replica_layers[static_cast<size_t>(rank / K)][static_cast<size_t>(i)]);
@@ -204,6 +206,64 @@ TEST_P(ProcessGroupPipeline, TwoReplicasOfTwoStagesTrainAsOnePipelineOnTheWholeB
   expect_replica_matches({ranks[2], ranks[3]}, expected);
   for (const auto& rank : ranks)
     EXPECT_GT(rank.grad_buckets, 2) << "256-byte buckets: several per stage";
+}
+
+// Synchronised BatchNorm: K=2 x R=2 ranks, each replica holding its slice of each of the
+// in-process run's 2 micro-batches of 8 (as LoaderOptions::shard_microbatches cuts them),
+// normalise every micro-batch by its statistics over both replicas (forward, recompute and
+// backward) and train exactly as the in-process pipeline on the whole batch of 16, running
+// statistics included. `make_layers` builds the model afresh; `sample` is one input's shape.
+void expect_synchronised_replicas_match(const std::function<LayerList()>& make_layers,
+                                        PipelineOptions options, std::vector<int64_t> sample) {
+  options.chunks(2).seed(17).sync_batchnorm(true);
+  sample.insert(sample.begin(), 16);
+  torch::manual_seed(3);
+  std::vector<torch::Tensor> inputs, targets;
+  for (int step = 0; step < 2; ++step) {
+    inputs.push_back(torch::randn(sample));
+    targets.push_back(torch::randint(0, 5, {16}));
+  }
+  const auto expected = train_in_process(make_layers(), options, inputs, targets);
+  const auto ranks = train_ranks(4, options, {make_layers(), make_layers()}, [&](int replica) {
+    std::vector<int64_t> positions;  // replica r: the r-th half of each micro-batch
+    for (int64_t m = 0; m < 2; ++m) {
+      for (int64_t i = 0; i < 4; ++i)
+        positions.push_back(m * 8 + replica * 4 + i);
+    }
+    const auto rows = torch::tensor(positions);
+    std::vector<torch::Tensor> mine_inputs, mine_targets;
+    for (size_t step = 0; step < inputs.size(); ++step) {
+      mine_inputs.push_back(inputs[step].index_select(0, rows));
+      mine_targets.push_back(targets[step].index_select(0, rows));
+    }
+    return std::make_pair(mine_inputs, mine_targets);
+  });
+  expect_replica_matches({ranks[0], ranks[1]}, expected);
+  expect_replica_matches({ranks[2], ranks[3]}, expected);
+}
+
+// An MLP with BatchNorm, under every schedule.
+TEST_P(ProcessGroupPipeline, SynchronisedBatchNormTrainsAsOnePipelineOnTheWholeBatch) {
+  const auto mlp = models::MlpOptions(12, 16, 7, 5).batch_norm(true);
+  expect_synchronised_replicas_match([&] { return seeded_mlp(mlp); },
+                                     PipelineOptions(even_balance(8, 2))
+                                         .schedule(std::get<0>(GetParam()))
+                                         .virtual_stages(std::get<1>(GetParam())),
+                                     {12});
+}
+
+// A convolutional net: AmoebaNet-D's cells, BatchNorm over (N, H, W).
+TEST(ProcessGroupPipeline, SynchronisedBatchNormOfAConvNetTrainsAsOnePipeline) {
+  const auto amoeba = models::AmoebaNetOptions(3, 16)
+                          .classes(5)
+                          .image_size(16)
+                          .channels(1)
+                          .stem_filters(8)
+                          .stem_stride(1)
+                          .init_seed(4);
+  const auto layers = [&] { return models::AmoebaNetBuilder(amoeba).build(); };
+  const auto n = static_cast<int64_t>(layers().size());
+  expect_synchronised_replicas_match(layers, PipelineOptions(even_balance(n, 2)), {1, 16, 16});
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, ProcessGroupPipeline,

@@ -16,13 +16,11 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options)
               options_.workers());
   GPIPE_CHECK(options_.prefetch() >= 0, ConfigError, "prefetch must be >= 0, got ",
               options_.prefetch());
-  GPIPE_CHECK(
-      options_.shards() >= 1 && options_.shard() >= 0 && options_.shard() < options_.shards(),
-      ConfigError, "shard ", options_.shard(), " of ", options_.shards(),
-      " is not a shard: need shards >= 1 and 0 <= shard < shards");
-  GPIPE_CHECK(options_.batch_size() >= options_.shards(), ConfigError, "batch_size ",
-              options_.batch_size(), " cannot be split over ", options_.shards(),
-              " shards; it needs at least one example for each");
+  shard_positions(1, options_.shard(), options_.shards(), options_.shard_microbatches());  // checks
+  GPIPE_CHECK(options_.batch_size() >= options_.shards() * options_.shard_microbatches(),
+              ConfigError, "batch_size ", options_.batch_size(), " cannot be split over ",
+              options_.shards(), " shards of ", options_.shard_microbatches(),
+              " micro-batches; it needs at least one example for each");
   prefetch_ = options_.prefetch() > 0 ? options_.prefetch() : 2 * options_.workers();
   for (int64_t w = 0; w < options_.workers(); ++w)
     threads_.emplace_back([this] { worker_loop(); });
@@ -45,19 +43,40 @@ int64_t Loader::batches_per_epoch() const {
   return options_.drop_last() ? n / b : (n + b - 1) / b;
 }
 
-std::pair<int64_t, int64_t> Loader::shard_range(int64_t batch, int64_t examples) const {
+std::vector<int64_t> shard_positions(int64_t n, int64_t shard, int64_t shards,
+                                     int64_t microbatches) {
+  GPIPE_CHECK(shards >= 1 && shard >= 0 && shard < shards && microbatches >= 1, ConfigError,
+              "shard ", shard, " of ", shards, " (", microbatches,
+              " micro-batches) is not a shard: need shards >= 1, 0 <= shard < shards and "
+              "micro-batches >= 1");
+  std::vector<int64_t> positions;
+  for (int64_t m = 0; m < microbatches; ++m) {
+    const int64_t first = n * m / microbatches;
+    const int64_t k = n * (m + 1) / microbatches - first;
+    for (int64_t i = first + k * shard / shards; i < first + k * (shard + 1) / shards; ++i)
+      positions.push_back(i);
+  }
+  return positions;
+}
+
+std::vector<int64_t> Loader::shard_range(int64_t batch, int64_t examples) const {
   const int64_t begin = batch * options_.batch_size();
   const int64_t n = std::min<int64_t>(begin + options_.batch_size(), examples) - begin;
-  const int64_t q = options_.shard(), R = options_.shards();
-  return {begin + n * q / R, begin + n * (q + 1) / R};
+  auto positions =
+      shard_positions(n, options_.shard(), options_.shards(), options_.shard_microbatches());
+  for (auto& p : positions)
+    p += begin;
+  return positions;
 }
 
 std::vector<int64_t> Loader::batch_indexes(int64_t epoch, int64_t batch) const {
   GPIPE_CHECK(batch >= 0 && batch < batches_per_epoch(), ConfigError, "batch ", batch,
               " out of range: an epoch has ", batches_per_epoch(), " batches");
   const auto order = epoch_order(dataset_->size(), options_.shuffle(), options_.seed(), epoch);
-  const auto [begin, end] = shard_range(batch, static_cast<int64_t>(order.size()));
-  return {order.begin() + begin, order.begin() + end};
+  std::vector<int64_t> indexes;
+  for (int64_t p : shard_range(batch, static_cast<int64_t>(order.size())))
+    indexes.push_back(order[p]);
+  return indexes;
 }
 
 void Loader::begin_epoch(int64_t epoch, int64_t start_batch) {
@@ -93,10 +112,10 @@ bool Loader::abandoned(uint64_t generation) const {
 
 std::optional<Batch> Loader::load(const std::vector<int64_t>& order, int64_t epoch, int64_t batch,
                                   uint64_t generation) const {
-  const auto [begin, end] = shard_range(batch, static_cast<int64_t>(order.size()));
+  const auto positions = shard_range(batch, static_cast<int64_t>(order.size()));
   std::vector<Example> examples;
-  examples.reserve(end - begin);
-  for (int64_t k = begin; k < end; ++k) {
+  examples.reserve(positions.size());
+  for (int64_t k : positions) {
     if (abandoned(generation)) return std::nullopt;
     Rng rng = Rng::for_sample(options_.seed(), epoch, order[k]);
     examples.push_back(dataset_->get(order[k], rng));

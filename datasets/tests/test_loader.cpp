@@ -116,7 +116,15 @@ TEST(Loader, ShardsSplitEveryBatchWithoutDecodingTheOthers) {
     EXPECT_TRUE(torch::equal(torch::cat(inputs), expected[b].input)) << "batch " << b;
     EXPECT_TRUE(torch::equal(torch::cat(targets), expected[b].target)) << "batch " << b;
   }
+  // By micro-batch: each shard takes its slice of each of the batch's micro-batches.
+  EXPECT_EQ(shard_positions(12, 0, 3, 2), (std::vector<int64_t>{0, 1, 6, 7}));
+  EXPECT_EQ(shard_positions(12, 2, 3, 2), (std::vector<int64_t>{4, 5, 10, 11}));
   auto data = std::make_shared<ProbeDataset>(40);
+  Loader by_microbatch(
+      data, LoaderOptions(12).shuffle(true).seed(6).shard(1).shards(3).shard_microbatches(2));
+  const auto order = epoch_order(40, true, 6, 0);
+  EXPECT_EQ(by_microbatch.batch_indexes(0, 1),
+            (std::vector<int64_t>{order[14], order[15], order[20], order[21]}));
   EXPECT_THROW(Loader(data, LoaderOptions(12).shard(3).shards(3)), ConfigError);
   EXPECT_THROW(Loader(data, LoaderOptions(2).shards(3)), ConfigError);
 }

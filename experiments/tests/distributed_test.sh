@@ -133,6 +133,27 @@ assert len(s["grad_reduce_ms"]) == 5 and min(s["grad_reduce_ms"]) > 0, s["grad_r
 assert all(0 <= e for e in s["grad_reduce_exposed_ms"]), s["grad_reduce_exposed_ms"]
 PY
     ;;
+  sync_batchnorm)
+    # K=2 x R=2 AmoebaNet-D on Fashion-MNIST (BatchNorm; no dropout or drop-path, whose masks
+    # follow the micro-batch's shape): with --sync-batchnorm the single-process run's losses and
+    # checksum; without, BatchNorm normalises each replica's half alone and the run differs.
+    # Two steps: this tiny net turns float noise into 1e-2 by step 3 (in-process runs that
+    # differ only in --threads-per-device do too).
+    amoeba=(--model amoebanet-d --layers 3 --filters 16 --image-size 28 --dataset fashion-mnist
+            --batch-size 32 --chunks 2 --workers 1 --dropout 0 --drop-path 0 --eval-every -1
+            --progress off --optimizer sgd --lr 0.01 --seed 5 --steps 2 --balance 5,4)
+    "$bin/gpipe_train" "${amoeba[@]}" --json local.json 2>/dev/null || fail "in-process"
+    for sync in on off; do
+      flag=(); [[ $sync == on ]] && flag=(--sync-batchnorm)
+      "$launch" --nproc-per-node 4 --master-port "$(free_port)" -- \
+        "$bin/gpipe_train" --distributed "${amoeba[@]}" "${flag[@]}" --json "sync-$sync.json" \
+        >run.log 2>&1 || fail "distributed, sync $sync: $(tail -5 run.log)"
+    done
+    same_run local.json sync-on.json 1e-4
+    if (same_run local.json sync-off.json 1e-4) >/dev/null 2>&1; then
+      fail "without --sync-batchnorm the replicas should differ from the single process"
+    fi
+    ;;
   sharded_loading)
     # K=2 x R=2 on Fashion-MNIST: each rank's loader decodes only its 16 of the 32 examples.
     "$launch" --nproc-per-node 4 --master-port "$(free_port)" -- \

@@ -30,6 +30,7 @@ nlohmann::json TrainOptions::to_json() const {
       {"devices", devices},
       {"distributed", distributed},
       {"bucket_mb", bucket_mb},
+      {"sync_batchnorm", sync_batchnorm},
       {"batch_size", batch_size},
       {"epochs", epochs},
       {"steps", steps},
@@ -119,6 +120,10 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   opt(dist, "--bucket-mb", o.bucket_mb,
       "with replicas: gradients are summed in buckets of this many MiB, each as soon as its "
       "gradients are final, overlapping the backward");
+  app.add_flag("--sync-batchnorm", o.sync_batchnorm,
+               "with replicas: BatchNorm normalises each micro-batch by its statistics over "
+               "every replica, so R replicas at --batch-size N train as one at N")
+      ->group(dist);
 
   const char* train = "Training";
   opt(train, "--batch-size", o.batch_size, "mini-batch size N (over all replicas)");

@@ -46,8 +46,9 @@ struct TrainOptions {
 
   // Distributed: stages in separate processes (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
   bool distributed = false;
-  double comm_timeout = 60.0;  // seconds
-  double bucket_mb = 25.0;     // gradient all-reduce bucket (MiB)
+  double comm_timeout = 60.0;   // seconds
+  double bucket_mb = 25.0;      // gradient all-reduce bucket (MiB)
+  bool sync_batchnorm = false;  // BatchNorm statistics over the replicas of each stage
 
   // Length: --steps, or --epochs of the training split (--steps caps them when both are set).
   int64_t batch_size = 64;

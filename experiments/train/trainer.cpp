@@ -13,39 +13,6 @@
 
 namespace gpipe::train {
 
-nlohmann::json TrainResult::to_json() const {
-  auto eval_json = [](const Evaluation& e) {
-    return nlohmann::json{{"epoch", e.epoch},
-                          {"step", e.step},
-                          {"test_top1", e.top1},
-                          {"test_top5", e.top5},
-                          {"examples", e.examples}};
-  };
-  auto evals = nlohmann::json::array();
-  for (const auto& e : evaluations)
-    evals.push_back(eval_json(e));
-  return {{"losses", losses},
-          {"step_seconds", step_seconds},
-          {"throughput_samples_per_s", throughput_samples_per_s},
-          {"bubble_fraction", bubble_fraction},
-          {"peak_memory_bytes_per_device", peak_memory_bytes_per_device},
-          {"peak_activation_bytes_per_device", peak_activation_bytes_per_device},
-          {"balance", balance},
-          {"parameters", parameters},
-          {"param_checksum", param_checksum},
-          {"evaluations", evals},
-          {"final_test_top1",
-           final_evaluation ? nlohmann::json(final_evaluation->top1) : nlohmann::json(nullptr)},
-          {"final_test_top5",
-           final_evaluation ? nlohmann::json(final_evaluation->top5) : nlohmann::json(nullptr)},
-          {"steps", steps},
-          {"train_seconds", train_seconds},
-          {"examples_loaded_per_rank", examples_loaded_per_rank},
-          {"grad_reduce_ms", grad_reduce_ms},
-          {"grad_reduce_exposed_ms", grad_reduce_exposed_ms},
-          {"last_checkpoint", last_checkpoint}};
-}
-
 Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   auto& o = options_;
   GPIPE_CHECK(o.batch_size >= 1, ConfigError, "--batch-size must be >= 1, got ", o.batch_size);
@@ -86,7 +53,8 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
       .stage_balance(stage_balance_)
       .seed(o.seed)
       .threads_per_device(static_cast<int>(o.threads_per_device))
-      .bucket_mb(o.bucket_mb);
+      .bucket_mb(o.bucket_mb)
+      .sync_batchnorm(o.sync_batchnorm);
   if (!o.devices.empty()) pipe_options.devices(cli::parse_strings(o.devices));
   const LossFn loss =
       o.label_smoothing > 0 ? cross_entropy_loss(o.label_smoothing) : builder_->loss();
@@ -97,8 +65,9 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
     const auto env = distributed::Env::from_environment();
     const auto K = static_cast<int64_t>(balance_.size());
     context_ = std::make_unique<distributed::Context>(
-        env, distributed::ContextOptions(K).timeout(
-                 std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout * 1000))));
+        env, distributed::ContextOptions(K)
+                 .timeout(std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout * 1000)))
+                 .sync_batchnorm(o.sync_batchnorm));
     // A peer's failure ends this process too, with the lost rank named.
     const int rank = env.rank;
     auto* context = context_.get();
@@ -112,7 +81,8 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
                 o.batch_size, " does not split evenly over ", context_->replicas(), " replicas");
     GPIPE_CHECK(o.chunks <= o.batch_size / context_->replicas(), ConfigError, "--chunks ", o.chunks,
                 " exceeds each replica's ", o.batch_size / context_->replicas(), " samples");
-    data_->shard(context_->replica(), context_->replicas());  // this replica's part only
+    // This replica's slice of each micro-batch only.
+    data_->shard(context_->replica(), context_->replicas(), o.chunks);
     if (o.threads_per_device == 0) {
       const char* local = std::getenv("LOCAL_WORLD_SIZE");
       const int processes = local != nullptr ? std::max(1, std::atoi(local)) : 1;
@@ -321,25 +291,8 @@ TrainResult Trainer::run() {
       timed_samples += o.batch_size;
     }
     const auto& last = pipeline_->last_step();
-    result.examples_loaded_per_rank.push_back(data_->examples_loaded());
-    if (context_ != nullptr && context_->replicas() > 1) {
-      result.grad_reduce_ms.push_back(last.grad_reduce.reduce_ms);
-      result.grad_reduce_exposed_ms.push_back(last.grad_reduce.exposed_ms);
-    }
-    // The first step of a process also allocates the gradients inside its memory window: its
-    // activation peak stands only until a second step replaces it.
-    const size_t steps_run = result.step_seconds.size();
-    for (size_t s = 0; s < last.peak_bytes.size(); ++s) {
-      if (result.peak_memory_bytes_per_device.size() <= s) {
-        result.peak_memory_bytes_per_device.push_back(0);
-        result.peak_activation_bytes_per_device.push_back(0);
-      }
-      result.peak_memory_bytes_per_device[s] =
-          std::max(result.peak_memory_bytes_per_device[s], last.peak_bytes[s]);
-      auto& activation = result.peak_activation_bytes_per_device[s];
-      activation = steps_run <= 2 ? last.peak_activation_bytes[s]
-                                  : std::max(activation, last.peak_activation_bytes[s]);
-    }
+    result.record_step(last, data_->examples_loaded(),
+                       context_ != nullptr && context_->replicas() > 1);
     progress.step(position_.step, position_.epoch, loss, lr, o.batch_size);
     metrics.write({{"step", position_.step},
                    {"epoch", position_.epoch},

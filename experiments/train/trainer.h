@@ -52,6 +52,9 @@ struct TrainResult {
   std::vector<double> grad_reduce_ms;
   std::vector<double> grad_reduce_exposed_ms;
 
+  // Records the step just run (after step_seconds): its memory peaks, examples loaded and,
+  // with replicas, the gradient all-reduce's figures.
+  void record_step(const StepStats& last, int64_t examples_loaded, bool replicated);
   nlohmann::json to_json() const;
 };
 

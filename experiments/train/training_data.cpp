@@ -25,7 +25,7 @@ TrainingData::TrainingData(const TrainOptions& options) : options_(options) {
                                       .seed(options_.seed));
   };
   train_set_ = make(datasets::Split::kTrain, options_.augment);
-  shard(0, 1);
+  shard(0, 1, 1);
   GPIPE_CHECK(train_->batches_per_epoch() >= 1, ConfigError, "the training split of ",
               options_.dataset, " has ", train_set_->size(),
               " examples, fewer than one --batch-size of ", options_.batch_size);
@@ -66,9 +66,10 @@ std::string TrainingData::describe() const {
                   " steps per epoch");
 }
 
-void TrainingData::shard(int64_t replica, int64_t replicas) {
+void TrainingData::shard(int64_t replica, int64_t replicas, int64_t microbatches) {
   replica_ = replica;
   replicas_ = replicas;
+  microbatches_ = microbatches;
   if (train_set_ == nullptr) return;  // synthetic
   train_ =
       std::make_unique<datasets::Loader>(train_set_, datasets::LoaderOptions(options_.batch_size)
@@ -77,7 +78,8 @@ void TrainingData::shard(int64_t replica, int64_t replicas) {
                                                          .drop_last(true)
                                                          .seed(options_.seed)
                                                          .shard(replica)
-                                                         .shards(replicas));
+                                                         .shards(replicas)
+                                                         .shard_microbatches(microbatches));
 }
 
 void TrainingData::begin_epoch(int64_t epoch, int64_t start_batch) {
@@ -95,10 +97,11 @@ std::optional<models::SampleBatch> TrainingData::next() {
     auto batch = builder_->sample_batch(options_.batch_size,
                                         mix_seed(options_.seed, epoch_, index, /*layer=*/-1));
     examples_loaded_ = batch.input.size(0);
-    const int64_t n = batch.input.size(0);
-    const int64_t begin = n * replica_ / replicas_, end = n * (replica_ + 1) / replicas_;
-    return models::SampleBatch{batch.input.narrow(0, begin, end - begin),
-                               batch.target.narrow(0, begin, end - begin)};
+    if (replicas_ == 1) return batch;
+    const auto rows = torch::tensor(
+        datasets::shard_positions(batch.input.size(0), replica_, replicas_, microbatches_));
+    return models::SampleBatch{batch.input.index_select(0, rows),
+                               batch.target.index_select(0, rows)};
   }
   auto batch = train_->next();
   if (!batch) return std::nullopt;

@@ -31,9 +31,10 @@ class TrainingData {
   std::string describe() const;
 
   // Data parallelism: next() returns only replica `replica`'s part of each mini-batch (of
-  // replicas R; see LoaderOptions::shard). A real dataset's loader decodes only that part;
-  // synthetic batches are drawn whole and cut. Call before the first begin_epoch.
-  void shard(int64_t replica, int64_t replicas);
+  // replicas R): its slice of each of the `microbatches` micro-batches (LoaderOptions::shard).
+  // A real dataset's loader decodes only that part; synthetic batches are drawn whole and cut.
+  // Call before the first begin_epoch.
+  void shard(int64_t replica, int64_t replicas, int64_t microbatches);
 
   void begin_epoch(int64_t epoch, int64_t start_batch);
   // The next batch of the epoch (this replica's part), or nullopt at its end.
@@ -51,7 +52,7 @@ class TrainingData {
   std::unique_ptr<datasets::Loader> train_, test_;
   int64_t epoch_ = 0;
   int64_t batch_ = 0;
-  int64_t replica_ = 0, replicas_ = 1;
+  int64_t replica_ = 0, replicas_ = 1, microbatches_ = 1;
   int64_t examples_loaded_ = 0;
 };
 

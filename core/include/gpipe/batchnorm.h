@@ -7,6 +7,13 @@
 // (Chan's parallel merge, in float64) and updates the running statistics once, at the end of
 // the step, as if it had seen the whole mini-batch. Recomputes are not counted. Called outside
 // a pipeline it behaves like torch::nn::BatchNorm{1,2}d.
+//
+// Synchronised (the layer's LayerContext carries the stage's replicas; PipelineOptions::
+// sync_batchnorm): each micro-batch is normalised by its statistics over every replica (its
+// slice on each; LoaderOptions::shard_microbatches), the backward sums its two reductions over
+// the replicas as well, and the running statistics merge those global statistics, so R
+// replicas at global batch N train as one replica at N. Every replica runs the same schedule,
+// so the sums happen in the same order everywhere.
 #pragma once
 
 #include <torch/torch.h>
@@ -43,7 +50,10 @@ class DeferredBatchNormImpl : public torch::nn::Cloneable<DeferredBatchNormImpl>
   torch::Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 
  private:
+  torch::Tensor forward_synchronised(const torch::Tensor& input);
   void accumulate(const torch::Tensor& input);
+  // Chan's merge of n samples' per-channel mean and sum of squared deviations into the step's.
+  void merge(const torch::Tensor& mean, const torch::Tensor& m2, int64_t n);
 
   // Accumulated over the micro-batches of the current step (float64, one entry per channel).
   int64_t count_ = 0;

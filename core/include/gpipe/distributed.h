@@ -67,6 +67,8 @@ struct ContextOptions {
   TORCH_ARG(std::chrono::milliseconds, heartbeat) = std::chrono::milliseconds(250);
   // Use NCCL for the pipeline and data-parallel groups (CUDA builds only).
   TORCH_ARG(bool, nccl) = false;
+  // Make the group synchronised BatchNorm sums its statistics over (one more per stage).
+  TORCH_ARG(bool, sync_batchnorm) = false;
 };
 
 // One per process: the store, the process groups, the watchdog.
@@ -112,6 +114,7 @@ class Context : public StepCollectives {
   int64_t global_batch(int64_t local) override;
   std::pair<double, bool> reduce_loss(double local_partial, bool local_ok) override;
   void sum_gradient_bucket(torch::Tensor& flat) override;
+  void sum_batchnorm_statistics(torch::Tensor& statistics) override;
   double sum_over_stages(double local) override;
   std::string abort_reason() const override;
 
@@ -136,6 +139,7 @@ class Context : public StepCollectives {
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Store> watch_store_;  // the watchdog's own client connection
   c10::intrusive_ptr<c10d::ProcessGroup> world_, pipeline_, data_parallel_;
+  c10::intrusive_ptr<c10d::ProcessGroup> statistics_;  // with sync_batchnorm: a second DP group
 
   mutable std::mutex mutex_;
   std::string abort_reason_;

@@ -20,6 +20,8 @@
 
 namespace gpipe {
 
+class StepCollectives;  // step_collectives.h
+
 // A layer of a pipeline: a module with a forward over Activations.
 class Layer : public torch::nn::Module {
  public:
@@ -88,6 +90,8 @@ struct LayerContext {
   bool recompute = false;
   // The micro-batch's WeightGradQueue (weight_grad.h); 0 outside a pipeline.
   int64_t weight_grad_token = 0;
+  // Sums BatchNorm statistics over the stage's replicas (synchronised BatchNorm), or null.
+  StepCollectives* replicas = nullptr;
 
   // The generator for this (seed, step, micro-batch, layer) on `device`'s type, created on first
   // use. Every random draw of the layer in this call takes from it in program order, so a

@@ -69,6 +69,9 @@ struct PipelineOptions {
   // With data-parallel replicas: gradients are summed in buckets of about this many MiB, each as
   // soon as its gradients are final (grad_reducer.h).
   TORCH_ARG(double, bucket_mb) = 25;
+  // With data-parallel replicas: BatchNorm sums each micro-batch's statistics over the replicas
+  // of its stage (batchnorm.h), so R replicas at global batch N train as one at N.
+  TORCH_ARG(bool, sync_batchnorm) = false;
 };
 
 // Where every layer goes: the K*v virtual stages in model order, their layers and devices.

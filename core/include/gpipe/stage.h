@@ -70,6 +70,9 @@ class Stage {
   const LayerList& layers() const { return layers_; }
   int64_t first_layer() const { return first_layer_; }
   std::vector<torch::Tensor> parameters() const;
+  // Synchronised BatchNorm: this stage's BatchNorm layers sum their statistics over the
+  // replicas through `replicas` (null: per replica, the default).
+  void set_batchnorm_replicas(StepCollectives* replicas) { batchnorm_replicas_ = replicas; }
   // Modules of this stage that keep per-step state (deferred BatchNorm).
   const std::vector<StepObserver*>& step_observers() const { return observers_; }
 
@@ -99,6 +102,7 @@ class Stage {
   DeviceSpec device_;
   torch::Device torch_device_;
   std::vector<StepObserver*> observers_;
+  StepCollectives* batchnorm_replicas_ = nullptr;
 
   int64_t step_ = 0;
   uint64_t seed_ = 0;

@@ -27,6 +27,9 @@ class StepCollectives {
   // Sums one flat gradient bucket over the replicas of this stage, in place, blocking. Called
   // from GradientReducer's communication thread while the step's other collectives run.
   virtual void sum_gradient_bucket(torch::Tensor& flat) = 0;
+  // Sums per-channel BatchNorm statistics over the replicas of this stage, in place, blocking,
+  // on a group of their own (the buckets may be summing meanwhile). Synchronised BatchNorm only.
+  virtual void sum_batchnorm_statistics(torch::Tensor& statistics) = 0;
   // Sums a per-stage value over the pipeline's stages (e.g. squared gradient norms).
   virtual double sum_over_stages(double local) = 0;
   // Why the step was aborted by another process, if it was.

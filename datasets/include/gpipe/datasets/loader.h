@@ -46,13 +46,22 @@ struct LoaderOptions {
   TORCH_ARG(uint64_t, seed) = 0;
   // Batches ready or in progress ahead of the consumer; 0 means 2 per worker.
   TORCH_ARG(int64_t, prefetch) = 0;
-  // Data parallelism: load only part `shard` of `shards` of every batch, examples
-  // [n*shard/shards, n*(shard+1)/shards) of its n, in the same global order for every shard, so
-  // the shards' batches are disjoint and concatenate to the unsharded batch. Nothing outside
+  // Data parallelism: load only part `shard` of `shards` of every batch, in the same global
+  // order for every shard: of each of the batch's `shard_microbatches` micro-batches, its
+  // shard-th slice (shard_positions). The shards' batches are disjoint, and each replica's m-th
+  // micro-batch is its slice of the unsharded run's m-th micro-batch (what synchronised
+  // BatchNorm needs; exact when shards * shard_microbatches divides the batch). Nothing outside
   // the shard is decoded.
   TORCH_ARG(int64_t, shard) = 0;
   TORCH_ARG(int64_t, shards) = 1;
+  TORCH_ARG(int64_t, shard_microbatches) = 1;
 };
+
+// Positions (0..n-1) of shard `shard` of `shards` of a batch of n: the shard-th slice of each
+// of the batch's `microbatches` micro-batches ([n*m/M, n*(m+1)/M)), slice q of a micro-batch of
+// size k being [k*q/R, k*(q+1)/R). Throws ConfigError for a shard outside [0, shards).
+std::vector<int64_t> shard_positions(int64_t n, int64_t shard, int64_t shards,
+                                     int64_t microbatches = 1);
 
 class Loader {
  public:
@@ -83,8 +92,8 @@ class Loader {
   std::vector<int64_t> batch_indexes(int64_t epoch, int64_t batch) const;
 
  private:
-  // [begin, end) in the epoch's order of this shard's part of batch `batch`.
-  std::pair<int64_t, int64_t> shard_range(int64_t batch, int64_t examples) const;
+  // Positions in the epoch's order of this shard's part of batch `batch`.
+  std::vector<int64_t> shard_range(int64_t batch, int64_t examples) const;
   struct Slot {
     std::optional<Batch> batch;
     std::exception_ptr error;
