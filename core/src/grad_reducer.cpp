@@ -121,11 +121,12 @@ GradientReducer::GradientReducer(const std::vector<Stage*>& stages, int64_t buck
             [](const Stage* a, const Stage* b) { return a->index() > b->index(); });
   int64_t bucket_size = 0;
   auto& buckets = state_->buckets;
+  std::set<const void*> seen;  // a parameter shared by two stages is summed once
   for (const Stage* stage : order) {
     auto parameters = stage->parameters();
     std::reverse(parameters.begin(), parameters.end());
     for (const auto& p : parameters) {
-      if (!p.requires_grad()) continue;
+      if (!p.requires_grad() || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
       const bool fits = !buckets.empty() && bucket_size < bucket_bytes &&
                         buckets.back().flat.scalar_type() == p.scalar_type() &&
                         buckets.back().flat.device() == p.device();

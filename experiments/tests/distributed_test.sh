@@ -120,11 +120,13 @@ case "$case_name" in
     done
     ;;
   data_parallel)
-    # K=2 x R=2: each replica half the batch, the same losses as one K=2 pipeline.
-    "$bin/gpipe_train" "${mlp[@]}" --dropout 0 --balance 3,3 --json local.json 2>/dev/null || fail "in-process"
+    # K=2 x R=2: each replica half of each micro-batch, the same losses as one K=2 pipeline;
+    # with BatchNorm after each hidden layer, synchronised over the replicas.
+    "$bin/gpipe_train" "${mlp[@]}" --dropout 0 --batch-norm --balance 3,3 --json local.json \
+      2>/dev/null || fail "in-process"
     "$launch" --nproc-per-node 4 --master-port "$(free_port)" -- \
-      "$bin/gpipe_train" --distributed "${mlp[@]}" --dropout 0 --balance 3,3 --json dist.json \
-      >run.log 2>&1 || fail "distributed: $(tail -5 run.log)"
+      "$bin/gpipe_train" --distributed "${mlp[@]}" --dropout 0 --batch-norm --sync-batchnorm \
+      --balance 3,3 --json dist.json >run.log 2>&1 || fail "distributed: $(tail -5 run.log)"
     same_run local.json dist.json 1e-5
     python3 - <<'PY' || exit 1
 import json

@@ -58,7 +58,7 @@ void check_same_model(const nlohmann::json& saved, const nlohmann::json& run,
   const auto& a = saved.at("run").at("model");
   const auto& b = run.at("model");
   for (const char* key : {"name", "layers", "filters", "channels", "d_model", "ffn", "heads",
-                          "vocab", "width", "in_features"}) {
+                          "vocab", "width", "in_features", "batch_norm"}) {
     if (!a.contains(key) || !b.contains(key)) continue;
     GPIPE_CHECK(a[key] == b[key], ConfigError, "the checkpoint '", path, "' is of model ",
                 a["name"].get<std::string>(), " with ", key, "=", a[key].dump(),

@@ -73,6 +73,8 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   opt(model, "--drop-path", m.drop_path, "AmoebaNet drop-path probability");
   opt(model, "--width", m.width, "mlp hidden width");
   opt(model, "--in-features", m.in_features, "mlp/sleep input features");
+  app.add_flag("--batch-norm", m.batch_norm, "mlp: BatchNorm after each hidden Linear")
+      ->group(model);
   opt(model, "--layer-ms", m.layer_ms, "sleep model: forward ms per layer (backward 2x)");
 
   const char* data = "Data";

@@ -59,6 +59,7 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   const LossFn loss =
       o.label_smoothing > 0 ? cross_entropy_loss(o.label_smoothing) : builder_->loss();
   if (!o.distributed) {
+    if (o.sync_batchnorm) spdlog::warn("--sync-batchnorm needs --distributed replicas: ignored");
     if (layers_.empty()) layers_ = builder_->build();
     pipeline_ = std::make_unique<Pipeline>(layers_, pipe_options, loss);
   } else {
@@ -83,6 +84,9 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
                 " exceeds each replica's ", o.batch_size / context_->replicas(), " samples");
     // This replica's slice of each micro-batch only.
     data_->shard(context_->replica(), context_->replicas(), o.chunks);
+    if (o.sync_batchnorm && context_->replicas() == 1) {
+      spdlog::warn("--sync-batchnorm: a single replica, nothing to synchronise with");
+    }
     if (o.threads_per_device == 0) {
       const char* local = std::getenv("LOCAL_WORLD_SIZE");
       const int processes = local != nullptr ? std::max(1, std::atoi(local)) : 1;

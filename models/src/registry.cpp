@@ -39,8 +39,10 @@ std::unique_ptr<ModelBuilder> make_model(const ModelConfig& c) {
                                                     .init_seed(c.init_seed));
   }
   if (c.name == "mlp") {
-    return std::make_unique<MlpBuilder>(
-        MlpOptions(c.in_features, c.width, c.layers, c.classes).dropout(c.dropout), c.init_seed);
+    return std::make_unique<MlpBuilder>(MlpOptions(c.in_features, c.width, c.layers, c.classes)
+                                            .dropout(c.dropout)
+                                            .batch_norm(c.batch_norm),
+                                        c.init_seed);
   }
   if (c.name == "sleep") {
     return std::make_unique<SleepBuilder>(SleepOptions(c.layers, c.layer_ms), c.in_features,
@@ -73,6 +75,7 @@ nlohmann::json to_json(const ModelConfig& m) {
           {"drop_path", m.drop_path},
           {"width", m.width},
           {"in_features", m.in_features},
+          {"batch_norm", m.batch_norm},
           {"layer_ms", m.layer_ms}};
 }
 

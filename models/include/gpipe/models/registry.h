@@ -47,6 +47,8 @@ struct ModelConfig {
   // MLP hidden width and input features (also the sleep model's feature width).
   int64_t width = 64;
   int64_t in_features = 32;
+  // MLP: BatchNorm after each hidden Linear.
+  bool batch_norm = false;
   // Sleep model: forward milliseconds of each layer.
   double layer_ms = 1.0;
   // Layer i is initialised from (init_seed, i).
