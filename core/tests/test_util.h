@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "expect_error.h"
 #include "gpipe/gpipe.h"
 #include "gpipe/models/mlp.h"
 
@@ -22,17 +23,6 @@ inline void PrintTo(ScheduleKind kind, std::ostream* os) {
 }  // namespace gpipe
 
 namespace gpipe::testing {
-
-// Expects `statement` to throw ConfigError whose message contains `needle`.
-#define EXPECT_CONFIG_ERROR(statement, needle)                                      \
-  do {                                                                              \
-    try {                                                                           \
-      statement;                                                                    \
-      ADD_FAILURE() << "expected ConfigError containing '" << (needle) << "'";      \
-    } catch (const ConfigError& e) {                                                \
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what(); \
-    }                                                                               \
-  } while (false)
 
 inline LayerList seeded_mlp(const models::MlpOptions& options, uint64_t init_seed = 7) {
   torch::manual_seed(init_seed);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "expect_error.h"
 #include "gpipe/datasets/datasets.h"
 
 namespace gpipe::datasets::testing {
@@ -46,21 +47,7 @@ class TempDir {
   fs::path path_;
 };
 
-// Runs fn, expects exception type E whose message contains every one of `parts`.
-template <typename E, typename Fn>
-void expect_error(Fn&& fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no exception thrown";
-  } catch (const E& e) {
-    const std::string what = e.what();
-    for (const auto& part : parts) {
-      EXPECT_NE(what.find(part), std::string::npos) << "message lacks '" << part << "': " << what;
-    }
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
+using gpipe::testing::expect_error;
 
 inline void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   fs::create_directories(fs::path(path).parent_path());

@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 
+#include "common/optimizers.h"
 #include "gpipe/errors.h"
 #include "gpipe/memory.h"
 #include "gpipe/timing.h"
@@ -35,16 +36,7 @@ int64_t optimizer_state_slots(const std::string& name) {
 
 Pipeline::OptimizerFactory make_optimizer(const std::string& name) {
   optimizer_state_slots(name);  // validates the name
-  return [name](std::vector<torch::Tensor> params) -> std::unique_ptr<torch::optim::Optimizer> {
-    if (name == "rmsprop") {
-      return std::make_unique<torch::optim::RMSprop>(params,
-                                                     torch::optim::RMSpropOptions(1e-4).alpha(0.9));
-    }
-    if (name == "adam") {
-      return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(1e-4));
-    }
-    return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(1e-3));
-  };
+  return cli::make_optimizer_factory(cli::OptimizerSettings(name).lr(name == "sgd" ? 1e-3 : 1e-4));
 }
 
 namespace {

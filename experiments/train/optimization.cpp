@@ -2,59 +2,22 @@
 
 #include <cmath>
 
+#include "common/optimizers.h"
 #include "gpipe/errors.h"
 
 namespace gpipe::train {
 
 Pipeline::OptimizerFactory make_optimizer_factory(const TrainOptions& o) {
-  GPIPE_CHECK(o.lr > 0 && std::isfinite(o.lr), ConfigError, "--lr must be > 0, got ", o.lr);
-  GPIPE_CHECK(o.weight_decay >= 0, ConfigError, "--weight-decay must be >= 0, got ",
-              o.weight_decay);
-  GPIPE_CHECK(o.momentum >= 0 && o.momentum < 1, ConfigError, "--momentum must be in [0, 1), got ",
-              o.momentum);
-  if (o.optimizer == "sgd") {
-    GPIPE_CHECK(!o.nesterov || o.momentum > 0, ConfigError, "--nesterov needs --momentum > 0");
-    const auto sgd = torch::optim::SGDOptions(o.lr)
-                         .momentum(o.momentum)
-                         .nesterov(o.nesterov)
-                         .weight_decay(o.weight_decay);
-    return [sgd](std::vector<torch::Tensor> params) {
-      return std::make_unique<torch::optim::SGD>(params, sgd);
-    };
-  }
-  if (o.optimizer == "rmsprop") {
-    const auto rms = torch::optim::RMSpropOptions(o.lr)
-                         .alpha(o.rmsprop_decay)
-                         .eps(o.rmsprop_eps)
-                         .momentum(o.momentum)
-                         .weight_decay(o.weight_decay);
-    return [rms](std::vector<torch::Tensor> params) {
-      return std::make_unique<torch::optim::RMSprop>(params, rms);
-    };
-  }
-  if (o.optimizer == "adam" || o.optimizer == "adamw") {
-    GPIPE_CHECK(o.adam_beta1 >= 0 && o.adam_beta1 < 1 && o.adam_beta2 >= 0 && o.adam_beta2 < 1,
-                ConfigError, "Adam betas must be in [0, 1), got ", o.adam_beta1, " and ",
-                o.adam_beta2);
-    if (o.optimizer == "adamw") {
-      const auto adamw = torch::optim::AdamWOptions(o.lr)
-                             .betas({o.adam_beta1, o.adam_beta2})
-                             .eps(o.adam_eps)
-                             .weight_decay(o.weight_decay);
-      return [adamw](std::vector<torch::Tensor> params) {
-        return std::make_unique<torch::optim::AdamW>(params, adamw);
-      };
-    }
-    const auto adam = torch::optim::AdamOptions(o.lr)
-                          .betas({o.adam_beta1, o.adam_beta2})
-                          .eps(o.adam_eps)
-                          .weight_decay(o.weight_decay);
-    return [adam](std::vector<torch::Tensor> params) {
-      return std::make_unique<torch::optim::Adam>(params, adam);
-    };
-  }
-  throw ConfigError(
-      c10::str("unknown optimizer '", o.optimizer, "': expected sgd, rmsprop, adam or adamw"));
+  return cli::make_optimizer_factory(cli::OptimizerSettings(o.optimizer)
+                                         .lr(o.lr)
+                                         .momentum(o.momentum)
+                                         .nesterov(o.nesterov)
+                                         .weight_decay(o.weight_decay)
+                                         .rmsprop_decay(o.rmsprop_decay)
+                                         .rmsprop_eps(o.rmsprop_eps)
+                                         .adam_beta1(o.adam_beta1)
+                                         .adam_beta2(o.adam_beta2)
+                                         .adam_eps(o.adam_eps));
 }
 
 LrSchedule::LrSchedule(const TrainOptions& o, int64_t total_steps, int64_t steps_per_epoch)
