@@ -71,6 +71,10 @@ double Context::sum_over_stages(double local) {
   return sum_scalars(*world_, {local}, "summing norms")[0] / static_cast<double>(replicas());
 }
 
+std::vector<double> Context::sum_over_world(const std::vector<double>& values) {
+  return sum_scalars(*world_, values, "summing over the world");
+}
+
 void Context::barrier() {
   sum_scalars(*world_, {0.0}, "barrier");
 }

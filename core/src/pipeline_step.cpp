@@ -241,6 +241,7 @@ Activations Pipeline::forward(const Activations& input) {
   }
   for (size_t i = 0; i < layers_.size(); ++i)
     layers_[i]->train(modes[i]);
+  if (!holds_last_stage()) return {};  // the outputs are another process's
   return merge_microbatches(outputs);
 }
 

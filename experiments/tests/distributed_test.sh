@@ -33,23 +33,36 @@ print(f"same losses (max diff {worst:.1e}) and checksum {ca:.9f}")
 PY
 }
 
-# start_ranks WORLD TIMEOUT TRAIN_ARGS...: starts WORLD ranks of a long run in the background
-# (pids in $pids, output in rankK.log) and returns once the steps are under way: every rank has
-# joined once rank 0 reports the data (start-up is slow under sanitizers), then 2 s of steps.
-start_ranks() {
+# launch_ranks WORLD TIMEOUT TRAIN_ARGS...: starts WORLD ranks of gpipe_train --distributed in
+# the background (pids in $pids, output in rankK.log).
+launch_ranks() {
   local world=$1 timeout=$2 port rank
   shift 2
   port=$(free_port)
   for ((rank = 0; rank < world; ++rank)); do
     RANK=$rank WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-      "$bin/gpipe_train" --distributed "$@" --steps 100000 --comm-timeout "$timeout" \
-      --progress off >"rank$rank.log" 2>&1 &
+      "$bin/gpipe_train" --distributed "$@" --comm-timeout "$timeout" --progress off \
+      >"rank$rank.log" 2>&1 &
     pids+=($!)
   done
+}
+
+# wait_for_log FILE PATTERN: waits up to 120 s (start-up is slow under sanitizers) for PATTERN.
+wait_for_log() {
   for _ in $(seq 1 1200); do
-    grep -q "data:" rank0.log && break
+    grep -q "$2" "$1" && return 0
     sleep 0.1
   done
+  return 1
+}
+
+# start_ranks WORLD TIMEOUT TRAIN_ARGS...: a long run, returning once the steps are under way:
+# every rank has joined once rank 0 reports the data, then 2 s of steps.
+start_ranks() {
+  local world=$1 timeout=$2
+  shift 2
+  launch_ranks "$world" "$timeout" "$@" --steps 100000
+  wait_for_log rank0.log "data:"
   sleep 2
 }
 
@@ -216,6 +229,42 @@ PY
     # kill rank 3 (replica 1's last stage) mid-step: the others exit naming it.
     kill_one 4 3 "rank 3 (stage 1, replica 1)" --model mlp --layers 4 --width 640 \
       --in-features 64 --classes 8 --balance 3,2 --chunks 4 --batch-size 32 --bucket-mb 1
+    ;;
+  evaluation)
+    # K=2 x R=2 (BatchNorm synchronised, so the weights are the in-process run's) evaluate the
+    # test split as the in-process run does: each replica its share of every batch through its
+    # pipeline, the counts summed over the world.
+    amoeba=(--model amoebanet-d --layers 3 --filters 16 --image-size 28 --dataset fashion-mnist
+            --batch-size 32 --chunks 2 --workers 1 --steps 1 --eval-batch-size 500
+            --balance 5,4 --progress off)
+    "$bin/gpipe_train" "${amoeba[@]}" --json local.json 2>/dev/null || fail "in-process"
+    "$launch" --nproc-per-node 4 --master-port "$(free_port)" -- \
+      "$bin/gpipe_train" --distributed "${amoeba[@]}" --sync-batchnorm --json dist.json >run.log 2>&1 ||
+      fail "distributed: $(tail -5 run.log)"
+    python3 - <<'PY' || exit 1
+import json
+a, b = json.load(open("local.json")), json.load(open("dist.json"))
+for key in ("final_test_top1", "final_test_top5"):
+    assert a[key] is not None and abs(a[key] - b[key]) <= 2e-4, (key, a[key], b[key])
+assert b["evaluations"][-1]["examples"] == 10000, b["evaluations"]
+print("top-1", b["final_test_top1"], "on 10000 examples, as in-process")
+PY
+    ;;
+  kill_during_eval)
+    # Two stages on Fashion-MNIST; rank 1 is killed while the final evaluation runs (1000
+    # batches of 10): rank 0 must exit non-zero naming it, as in training.
+    launch_ranks 2 30 --model amoebanet-d --layers 3 --filters 16 --image-size 28 \
+      --dataset fashion-mnist --batch-size 32 --chunks 2 --workers 1 --steps 1 \
+      --eval-batch-size 10 --balance 5,4
+    wait_for_log rank0.log "evaluating"
+    kill -9 "${pids[1]}"
+    wait "${pids[0]}"
+    status=$?
+    pids=()
+    [[ $status -ne 0 ]] || fail "rank 0 exited 0: $(tail -2 rank0.log)"
+    grep -q "rank 1 (stage 1, replica 0) was lost" rank0.log ||
+      fail "rank 0 does not name rank 1: $(tail -2 rank0.log)"
+    echo "rank 0 exited $status during the evaluation, naming rank 1"
     ;;
   bad_peer)
     # Rank 1 sends what a peer with a defect would: a header no receiver can parse, then

@@ -76,15 +76,15 @@ void check_same_model(const nlohmann::json& saved, const nlohmann::json& run,
 
 }  // namespace
 
-CheckpointManager::CheckpointManager(std::string dir, int64_t keep, distributed::Context* context)
-    : dir_(std::move(dir)), keep_(keep), context_(context) {
+CheckpointManager::CheckpointManager(std::string dir, int64_t keep, World& world)
+    : dir_(std::move(dir)), keep_(keep), world_(world) {
   GPIPE_CHECK(keep_ >= 1, ConfigError, "--keep-checkpoints must be >= 1, got ", keep_);
   std::error_code error;
   fs::create_directories(dir_, error);
   GPIPE_CHECK(fs::is_directory(dir_), ConfigError, "cannot create checkpoint folder '", dir_, "'");
   // A process that died while saving left a half-written folder: it was never complete, so it
   // can go.
-  if (context_ == nullptr || context_->rank() == 0) {
+  if (world_.rank() == 0) {
     for (const auto& e : fs::directory_iterator(dir_)) {
       const auto name = e.path().filename().string();
       if (name.rfind(".step-", 0) == 0 && name.size() > 4 &&
@@ -116,21 +116,21 @@ std::string CheckpointManager::save(Pipeline& pipeline, const RunPosition& posit
 
 std::string CheckpointManager::write(Pipeline& pipeline, const RunPosition& position,
                                      const nlohmann::json& run, const fs::path& tmp_dir) {
-  const bool lead = context_ == nullptr || context_->rank() == 0;
+  const bool lead = world_.rank() == 0;
   const auto final_dir = fs::path(dir_) / folder_name(position.step);
   if (lead) {
     fs::remove_all(tmp_dir);
     fs::create_directories(tmp_dir);
   }
-  if (context_ != nullptr) context_->barrier();
-  if (context_ == nullptr || context_->replica() == 0) {
+  world_.barrier();
+  if (world_.replica() == 0) {
     save_stage_shards(pipeline, tmp_dir.string());
     if (fault_injected("crash-during-save")) {
       spdlog::error("fault injection: dying in the middle of writing {}", tmp_dir.string());
       std::_Exit(137);
     }
   }
-  if (context_ != nullptr) context_->barrier();
+  world_.barrier();
   if (lead) {
     nlohmann::json manifest = {
         {"format", "gpipe-checkpoint-v1"},
@@ -158,7 +158,7 @@ std::string CheckpointManager::write(Pipeline& pipeline, const RunPosition& posi
     for (size_t i = 0; i + keep_ < complete.size(); ++i)
       fs::remove_all(complete[i]);
   }
-  if (context_ != nullptr) context_->barrier();
+  world_.barrier();
   return final_dir.string();
 }
 

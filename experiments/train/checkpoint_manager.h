@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "gpipe/checkpoint.h"
-#include "gpipe/distributed.h"
 #include "gpipe/pipeline.h"
+#include "gpipe/world.h"
 
 namespace gpipe::train {
 
@@ -32,8 +32,9 @@ struct RunPosition {
 
 class CheckpointManager {
  public:
-  // `context` is null in-process.
-  CheckpointManager(std::string dir, int64_t keep, distributed::Context* context);
+  // `world`: the run's processes (single_process_world() in-process); rank 0 keeps the folder,
+  // replica 0's ranks write their stages' shards.
+  CheckpointManager(std::string dir, int64_t keep, World& world);
 
   // Saves `pipeline` at `position`; `run` (the run's configuration) goes into the manifest.
   // Returns the checkpoint's folder.
@@ -63,7 +64,7 @@ class CheckpointManager {
 
   std::string dir_;
   int64_t keep_;
-  distributed::Context* context_;
+  World& world_;
 };
 
 }  // namespace gpipe::train

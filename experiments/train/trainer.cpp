@@ -69,6 +69,7 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
         env, distributed::ContextOptions(K)
                  .timeout(std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout * 1000)))
                  .sync_batchnorm(o.sync_batchnorm));
+    world_ = context_.get();
     // A peer's failure ends this process too, with the lost rank named.
     const int rank = env.rank;
     auto* context = context_.get();
@@ -109,7 +110,7 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   pipeline_->set_grad_clip(o.grad_clip);
   if (!o.checkpoint_dir.empty()) {
     checkpoints_ =
-        std::make_unique<CheckpointManager>(o.checkpoint_dir, o.keep_checkpoints, context_.get());
+        std::make_unique<CheckpointManager>(o.checkpoint_dir, o.keep_checkpoints, *world_);
   }
   restore();
 }
@@ -159,18 +160,14 @@ int64_t Trainer::total_steps() const {
 }
 
 models::SampleBatch Trainer::shard(models::SampleBatch batch) const {
-  if (context_ == nullptr || context_->replicas() == 1) return batch;
-  const int64_t n = batch.input.size(0);
-  const int64_t R = context_->replicas();
-  const int64_t q = context_->replica();
-  const int64_t begin = n * q / R;
-  const int64_t end = n * (q + 1) / R;
+  const auto [begin, end] = world_->share(batch.input.size(0));
   return {batch.input.narrow(0, begin, end - begin), batch.target.narrow(0, begin, end - begin)};
 }
 
 std::optional<Evaluation> Trainer::evaluate(int64_t epoch, int64_t step) {
   auto* loader = data_->test();
   if (loader == nullptr || options_.eval_every < 0) return std::nullopt;
+  if (reports()) spdlog::info("evaluating at step {} on the test split", step);
   loader->begin_epoch(0);
   double correct1 = 0, correct5 = 0, count = 0;
   int64_t batches = 0;
@@ -194,13 +191,10 @@ std::optional<Evaluation> Trainer::evaluate(int64_t epoch, int64_t step) {
     count += static_cast<double>(target.numel());
   }
   loader->end_epoch();
-  if (context_ != nullptr) {
-    std::vector<at::Tensor> sums{torch::tensor({correct1, correct5, count}, torch::kDouble)};
-    context_->world_group().allreduce(sums)->wait(context_->timeout());
-    correct1 = sums[0][0].item<double>();
-    correct5 = sums[0][1].item<double>();
-    count = sums[0][2].item<double>();
-  }
+  const auto sums = world_->sum_over_world({correct1, correct5, count});
+  correct1 = sums[0];
+  correct5 = sums[1];
+  count = sums[2];
   Evaluation e;
   e.epoch = epoch;
   e.step = step;
@@ -295,8 +289,7 @@ TrainResult Trainer::run() {
       timed_samples += o.batch_size;
     }
     const auto& last = pipeline_->last_step();
-    result.record_step(last, data_->examples_loaded(),
-                       context_ != nullptr && context_->replicas() > 1);
+    result.record_step(last, data_->examples_loaded(), world_->replicas() > 1);
     progress.step(position_.step, position_.epoch, loss, lr, o.batch_size);
     metrics.write({{"step", position_.step},
                    {"epoch", position_.epoch},
@@ -331,23 +324,21 @@ TrainResult Trainer::run() {
   }
   result.bubble_fraction = pipeline_->last_step().bubble_fraction;
   result.param_checksum = pipeline_->param_checksum();
-  if (context_ != nullptr) {
+  if (o.distributed) {
     // Every process measured its own stage: gather the per-stage peaks of replica 0.
-    const int64_t K = context_->stages();
-    auto peaks = torch::zeros({2 * K}, torch::kDouble);
-    if (context_->replica() == 0 && !result.peak_memory_bytes_per_device.empty()) {
-      peaks[context_->stage()] = static_cast<double>(result.peak_memory_bytes_per_device[0]);
-      peaks[K + context_->stage()] =
-          static_cast<double>(result.peak_activation_bytes_per_device[0]);
+    const auto K = static_cast<size_t>(balance_.size());
+    std::vector<double> peaks(2 * K, 0.0);
+    if (world_->replica() == 0 && !result.peak_memory_bytes_per_device.empty()) {
+      const auto s = static_cast<size_t>(world_->stage());
+      peaks[s] = static_cast<double>(result.peak_memory_bytes_per_device[0]);
+      peaks[K + s] = static_cast<double>(result.peak_activation_bytes_per_device[0]);
     }
-    std::vector<at::Tensor> tensors{peaks};
-    context_->world_group().allreduce(tensors)->wait(context_->timeout());
+    peaks = world_->sum_over_world(peaks);
     result.peak_memory_bytes_per_device.clear();
     result.peak_activation_bytes_per_device.clear();
-    for (int64_t s = 0; s < K; ++s) {
-      result.peak_memory_bytes_per_device.push_back(static_cast<int64_t>(peaks[s].item<double>()));
-      result.peak_activation_bytes_per_device.push_back(
-          static_cast<int64_t>(peaks[K + s].item<double>()));
+    for (size_t s = 0; s < K; ++s) {
+      result.peak_memory_bytes_per_device.push_back(static_cast<int64_t>(peaks[s]));
+      result.peak_activation_bytes_per_device.push_back(static_cast<int64_t>(peaks[K + s]));
     }
   }
   return result;

@@ -78,7 +78,7 @@ class Trainer {
   const TrainOptions& options() const { return options_; }
   // Whether this process reports (logs progress, writes outputs): always in-process; global
   // rank 0 in a distributed run.
-  bool reports() const { return context_ == nullptr || context_->rank() == 0; }
+  bool reports() const { return world_->rank() == 0; }
 
  private:
   // --plan auto: the planner's best plan for --memory-per-device sets the pipeline flags.
@@ -93,7 +93,8 @@ class Trainer {
   TrainOptions options_;
   std::unique_ptr<TrainingData> data_;
   std::unique_ptr<models::ModelBuilder> builder_;
-  std::unique_ptr<distributed::Context> context_;
+  std::unique_ptr<distributed::Context> context_;  // distributed runs only
+  World* world_ = &single_process_world();         // context_, or the world of one process
   LayerList layers_;  // every layer in-process; this stage's layers in a distributed run
   int64_t total_layers_ = 0;
   std::vector<int64_t> balance_;

@@ -32,6 +32,7 @@
 #include "gpipe/errors.h"
 #include "gpipe/step_collectives.h"
 #include "gpipe/transport.h"
+#include "gpipe/world.h"
 
 namespace gpipe::distributed {
 
@@ -72,19 +73,19 @@ struct ContextOptions {
 };
 
 // One per process: the store, the process groups, the watchdog.
-class Context : public StepCollectives {
+class Context : public StepCollectives, public World {
  public:
   Context(const Env& env, ContextOptions options);
   ~Context() override;
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
-  int rank() const { return env_.rank; }
+  int rank() const override { return env_.rank; }
   int world_size() const { return env_.world_size; }
   int64_t stages() const { return options_.stages(); }
   int64_t replicas() const override { return env_.world_size / options_.stages(); }
-  int64_t stage() const { return env_.rank % options_.stages(); }
-  int64_t replica() const { return env_.rank / options_.stages(); }
+  int64_t stage() const override { return env_.rank % options_.stages(); }
+  int64_t replica() const override { return env_.rank / options_.stages(); }
   // Global rank of `stage` in this replica's pipeline.
   int global_rank(int64_t stage) const { return static_cast<int>(replica() * stages() + stage); }
   std::chrono::milliseconds timeout() const { return options_.timeout(); }
@@ -118,8 +119,10 @@ class Context : public StepCollectives {
   double sum_over_stages(double local) override;
   std::string abort_reason() const override;
 
-  // Waits for every rank, e.g. before the last rank tears the store down.
-  void barrier();
+  // World: sums over every rank, and a barrier (e.g. before the last rank tears the store
+  // down); failures as DistributedError naming the lost rank.
+  std::vector<double> sum_over_world(const std::vector<double>& values) override;
+  void barrier() override;
 
  private:
   void register_rank();
