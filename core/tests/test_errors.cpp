@@ -8,22 +8,6 @@
 namespace gpipe::testing {
 namespace {
 
-// Runs fn, expects exception type E whose message contains every one of `parts`.
-template <typename E, typename Fn>
-void expect_error(Fn&& fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no exception thrown";
-  } catch (const E& e) {
-    const std::string what = e.what();
-    for (const auto& part : parts) {
-      EXPECT_NE(what.find(part), std::string::npos) << "message lacks '" << part << "': " << what;
-    }
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
-
 LayerList small() {
   return seeded_mlp(models::MlpOptions(4, 8, 3, 2));
 }  // 4 layers
