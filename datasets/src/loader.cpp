@@ -7,6 +7,17 @@
 
 namespace gpipe::datasets {
 
+namespace {
+
+void check_shard(int64_t shard, int64_t shards, int64_t microbatches) {
+  GPIPE_CHECK(shards >= 1 && shard >= 0 && shard < shards && microbatches >= 1, ConfigError,
+              "shard ", shard, " of ", shards, " (", microbatches,
+              " micro-batches) is not a shard: need shards >= 1, 0 <= shard < shards and "
+              "micro-batches >= 1");
+}
+
+}  // namespace
+
 Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options)
     : dataset_(std::move(dataset)), options_(std::move(options)) {
   GPIPE_CHECK(dataset_ != nullptr, ConfigError, "Loader needs a dataset");
@@ -16,7 +27,7 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options)
               options_.workers());
   GPIPE_CHECK(options_.prefetch() >= 0, ConfigError, "prefetch must be >= 0, got ",
               options_.prefetch());
-  shard_positions(1, options_.shard(), options_.shards(), options_.shard_microbatches());  // checks
+  check_shard(options_.shard(), options_.shards(), options_.shard_microbatches());
   GPIPE_CHECK(options_.batch_size() >= options_.shards() * options_.shard_microbatches(),
               ConfigError, "batch_size ", options_.batch_size(), " cannot be split over ",
               options_.shards(), " shards of ", options_.shard_microbatches(),
@@ -45,10 +56,7 @@ int64_t Loader::batches_per_epoch() const {
 
 std::vector<int64_t> shard_positions(int64_t n, int64_t shard, int64_t shards,
                                      int64_t microbatches) {
-  GPIPE_CHECK(shards >= 1 && shard >= 0 && shard < shards && microbatches >= 1, ConfigError,
-              "shard ", shard, " of ", shards, " (", microbatches,
-              " micro-batches) is not a shard: need shards >= 1, 0 <= shard < shards and "
-              "micro-batches >= 1");
+  check_shard(shard, shards, microbatches);
   std::vector<int64_t> positions;
   for (int64_t m = 0; m < microbatches; ++m) {
     const int64_t first = n * m / microbatches;

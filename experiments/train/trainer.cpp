@@ -160,8 +160,10 @@ int64_t Trainer::total_steps() const {
 }
 
 models::SampleBatch Trainer::shard(models::SampleBatch batch) const {
-  const auto [begin, end] = world_->share(batch.input.size(0));
-  return {batch.input.narrow(0, begin, end - begin), batch.target.narrow(0, begin, end - begin)};
+  if (world_->replicas() == 1) return batch;
+  const auto rows = torch::tensor(
+      datasets::shard_positions(batch.input.size(0), world_->replica(), world_->replicas()));
+  return {batch.input.index_select(0, rows), batch.target.index_select(0, rows)};
 }
 
 std::optional<Evaluation> Trainer::evaluate(int64_t epoch, int64_t step) {

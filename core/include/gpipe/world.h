@@ -10,7 +10,6 @@
 #pragma once
 
 #include <cstdint>
-#include <utility>
 #include <vector>
 
 namespace gpipe {
@@ -26,10 +25,6 @@ class World {
   virtual std::vector<double> sum_over_world(const std::vector<double>& values) { return values; }
   // Returns once every rank has called it.
   virtual void barrier() {}
-  // Rows [n*q/R, n*(q+1)/R) of a batch of n: replica q's share of it.
-  std::pair<int64_t, int64_t> share(int64_t n) const {
-    return {n * replica() / replicas(), n * (replica() + 1) / replicas()};
-  }
 };
 
 // The world of one process (rank 0, one replica); nothing to wait for.
