@@ -18,6 +18,7 @@
 #include "common/cli.h"
 #include "gpipe/errors.h"
 #include "tables/max_size.h"
+#include "tables/paper_figures.h"
 #include "tables/report.h"
 
 int main(int argc, char** argv) {
@@ -93,8 +94,7 @@ int main(int argc, char** argv) {
     options.threads = threads;
     const auto wanted = cli::parse_strings(models_text);
     for (const auto& m : wanted) {
-      GPIPE_CHECK(m == "amoebanet-d" || m == "transformer-l", ConfigError, "--models: '", m,
-                  "' is not amoebanet-d or transformer-l");
+      tables::check_paper_model("--models", m);
     }
     std::vector<tables::MaxSizeModel> models;
     for (auto model : options.models) {
@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
         GPIPE_CHECK(batch >= 1, ConfigError, "--batch must be >= 1, got ", batch);
         model.batch = batch;
       }
-      if (model.base.name == "amoebanet-d") {
+      if (tables::searches_filters(model.base.name)) {
         if (!amoeba_layers.empty())
           model.layers = cli::parse_ints(amoeba_layers, "--amoebanet-layers");
         if (!amoeba_filters.empty()) {

@@ -16,6 +16,7 @@
 
 #include "common/cli.h"
 #include "gpipe/errors.h"
+#include "tables/paper_figures.h"
 #include "tables/report.h"
 #include "tables/scaling.h"
 
@@ -97,8 +98,7 @@ int main(int argc, char** argv) {
     }
     const auto wanted_models = cli::parse_strings(models_text);
     for (const auto& m : wanted_models) {
-      GPIPE_CHECK(m == "amoebanet-d" || m == "transformer-l", ConfigError, "--models: '", m,
-                  "' is not amoebanet-d or transformer-l");
+      tables::check_paper_model("--models", m);
     }
     std::vector<tables::ScalingTableSpec> kept;
     for (auto table : options.tables) {

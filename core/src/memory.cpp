@@ -1,5 +1,7 @@
 #include "gpipe/memory.h"
 
+#include "gpipe/errors.h"
+
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <torch/version.h>
@@ -8,6 +10,7 @@
 #include <atomic>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 
 #ifdef GPIPE_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -27,18 +30,30 @@ namespace {
 constexpr int kDeviceSlots = 256;        // virtual CPU devices cpu:0 .. cpu:255
 constexpr int kHostSlot = kDeviceSlots;  // everything else
 constexpr int kShards = 64;
+constexpr int kWindows = 64;  // peak windows open at once on one slot (bits of `open`)
 
+void raise_to(std::atomic<int64_t>& peak, int64_t now) {
+  int64_t seen = peak.load(std::memory_order_relaxed);
+  while (now > seen && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
+  }
+}
+
+// One slot's bytes. `add` raises the lifetime peak and the peak of every open window; a window
+// sets its bit before it reads `current`, so (both sequentially consistent) every allocation is
+// either seen by the window's first read or raises the window's peak itself.
 struct Counter {
   std::atomic<int64_t> current{0};
   std::atomic<int64_t> peak{0};
+  std::atomic<uint64_t> open{0};
+  std::array<std::atomic<int64_t>, kWindows> window_peak{};
 
   void add(int64_t bytes) {
-    const int64_t now = current.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-    int64_t seen = peak.load(std::memory_order_relaxed);
-    while (now > seen && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
-    }
+    const int64_t now = current.fetch_add(bytes) + bytes;
+    raise_to(peak, now);
+    for (uint64_t bits = open.load(); bits != 0; bits &= bits - 1)
+      raise_to(window_peak[__builtin_ctzll(bits)], now);
   }
-  void sub(int64_t bytes) { current.fetch_sub(bytes, std::memory_order_relaxed); }
+  void sub(int64_t bytes) { current.fetch_sub(bytes); }
 };
 
 struct Record {
@@ -177,15 +192,66 @@ DeviceStats host_stats() {
   return read(kHostSlot);
 }
 
-void reset_peak(const DeviceSpec& device) {
+std::mutex& window_mutex() {
+  static auto* mutex = new std::mutex();  // never destroyed, like the counters
+  return *mutex;
+}
+
+PeakWindow::PeakWindow(const DeviceSpec& device) : device_(device) {
 #ifdef GPIPE_WITH_CUDA
   if (device.is_cuda()) {
-    c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(device.index));
+    const auto index = static_cast<c10::DeviceIndex>(device.index);
+    c10::cuda::CUDACachingAllocator::resetPeakStats(index);
+    start_bytes_ = stats(device).current_bytes;
     return;
   }
 #endif
   auto& counter = MeteredCpuAllocator::counters()[slot_of(device)];
-  counter.peak.store(counter.current.load());
+  std::lock_guard<std::mutex> lock(window_mutex());
+  const uint64_t bits = counter.open.load();
+  GPIPE_CHECK(bits != ~uint64_t{0}, Error, "more than ", kWindows, " memory windows are open on ",
+              device.str(), " at once; destroy the pipelines or profilers no longer in use");
+  index_ = __builtin_ctzll(~bits);
+  slot_ = slot_of(device);
+  counter.window_peak[index_].store(0);
+  counter.open.fetch_or(uint64_t{1} << index_);
+  start_bytes_ = counter.current.load();
+  raise_to(counter.window_peak[index_], start_bytes_);
+}
+
+PeakWindow::~PeakWindow() {
+  close();
+}
+
+PeakWindow::PeakWindow(PeakWindow&& other) noexcept
+    : device_(other.device_),
+      slot_(std::exchange(other.slot_, -1)),
+      index_(std::exchange(other.index_, -1)),
+      start_bytes_(other.start_bytes_) {}
+
+PeakWindow& PeakWindow::operator=(PeakWindow&& other) noexcept {
+  if (this != &other) {
+    close();
+    device_ = other.device_;
+    slot_ = std::exchange(other.slot_, -1);
+    index_ = std::exchange(other.index_, -1);
+    start_bytes_ = other.start_bytes_;
+  }
+  return *this;
+}
+
+void PeakWindow::close() {
+  if (slot_ < 0) return;
+  std::lock_guard<std::mutex> lock(window_mutex());
+  MeteredCpuAllocator::counters()[slot_].open.fetch_and(~(uint64_t{1} << index_));
+  slot_ = -1;
+  index_ = -1;
+}
+
+int64_t PeakWindow::peak_bytes() const {
+  if (device_.is_cuda()) return stats(device_).peak_bytes;
+  if (slot_ < 0) return start_bytes_;
+  return MeteredCpuAllocator::counters()[slot_].window_peak[index_].load();
 }
 
 bool charge(const torch::Tensor& tensor, const DeviceSpec& device) {

@@ -180,7 +180,7 @@ void Pipeline::build(int64_t first_device, int64_t count) {
       lower(make_schedule(options_.schedule(), K, options_.chunks(), layout_.virtual_stages),
             options_.checkpoint());
 
-  memory::install();
+  if (options_.measure_memory()) memory::install();
   const int threads = options_.threads_per_device() > 0 ? options_.threads_per_device()
                       : count > 1                       ? 1
                                                         : hardware_threads();
@@ -208,14 +208,17 @@ void Pipeline::build(int64_t first_device, int64_t count) {
   for (const auto& stage : stages_)
     local_stage_ids_.push_back(stage->index());
   timeline_.set_stage_names(names);
-  // Place every parameter and buffer on its stage's device: CUDA moves them; a virtual CPU device
-  // takes over their accounting (or a copy made on its thread, if the meter never saw them).
-  for_each_stage([](Stage& stage) {
+  // Place every parameter and buffer on its stage's device: CUDA moves them; with the meter, a
+  // virtual CPU device takes over their accounting (or a copy made on its thread, if the meter
+  // never saw them); without it there is nothing to do on CPU.
+  const bool metered = options_.measure_memory();
+  for_each_stage([metered](Stage& stage) {
     for (const auto& layer : stage.layers()) {
       if (stage.device().is_cuda()) {
         layer->to(stage.device().torch_device());
         continue;
       }
+      if (!metered) continue;
       torch::NoGradGuard no_grad;
       auto place = [&](torch::Tensor& t) {
         if (t.defined() && !memory::charge(t, stage.device())) t.set_data(t.data().clone());
@@ -352,22 +355,28 @@ std::vector<std::pair<std::string, torch::Tensor>> Pipeline::named_tensors(bool 
 }
 
 void Pipeline::begin_memory_window() {
-  window_start_bytes_.clear();
-  for (const auto& device : devices_) {
-    window_start_bytes_.push_back(memory::stats(device).current_bytes);
-    memory::reset_peak(device);
-  }
+  if (!options_.measure_memory()) return;
+  memory_windows_.clear();  // closes the last step's windows first
+  for (const auto& device : devices_)
+    memory_windows_.emplace_back(device);
 }
 
 void Pipeline::end_memory_window() {
   last_step_.peak_bytes.clear();
   last_step_.peak_activation_bytes.clear();
-  for (size_t s = 0; s < devices_.size(); ++s) {
-    const auto stats = memory::stats(devices_[s]);
-    last_step_.peak_bytes.push_back(stats.peak_bytes);
+  for (const auto& window : memory_windows_) {
+    last_step_.peak_bytes.push_back(window.peak_bytes());
     last_step_.peak_activation_bytes.push_back(
-        std::max<int64_t>(0, stats.peak_bytes - window_start_bytes_[s]));
+        std::max<int64_t>(0, window.peak_bytes() - window.start_bytes()));
   }
+}
+
+int64_t Pipeline::peak_bytes_since_step_began(size_t i) const {
+  GPIPE_CHECK(options_.measure_memory(), ConfigError,
+              "peak bytes are measured only with PipelineOptions::measure_memory(true)");
+  GPIPE_CHECK(i < memory_windows_.size(), ConfigError, "no step has run on local device ", i, " (",
+              memory_windows_.size(), " measured)");
+  return memory_windows_[i].peak_bytes();
 }
 
 }  // namespace gpipe

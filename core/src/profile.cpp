@@ -63,8 +63,8 @@ std::vector<LayerProfile> profile_layers(const LayerList& layers, const Activati
         output = layer.forward(input);
         if (device.is_cuda()) torch::cuda::synchronize();
         const double f = elapsed_ms(start);
-        const int64_t after_forward = memory::stats(device).current_bytes;
-        memory::reset_peak(device);
+        const memory::PeakWindow backward_window(device);
+        const int64_t after_forward = backward_window.start_bytes();
         start = std::chrono::steady_clock::now();
         backward_all(output);
         if (device.is_cuda()) torch::cuda::synchronize();
@@ -80,7 +80,7 @@ std::vector<LayerProfile> profile_layers(const LayerList& layers, const Activati
           weight.push_back(w);
           profile.activation_bytes = std::max(profile.activation_bytes, after_forward - before);
           profile.backward_bytes =
-              std::max(profile.backward_bytes, memory::stats(device).peak_bytes - after_forward);
+              std::max(profile.backward_bytes, backward_window.peak_bytes() - after_forward);
         }
       }
       for (auto& p : layer.parameters())

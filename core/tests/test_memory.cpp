@@ -1,5 +1,6 @@
-// The memory meter charges allocations to the device of the thread that made them, and
-// re-materialisation cuts a stage's peak activation memory.
+// The memory meter charges allocations to the device of the thread that made them, is opt-in,
+// keeps one peak per window, and shows re-materialisation cutting a stage's activation peak.
+#include <c10/core/CPUAllocator.h>
 #include <gtest/gtest.h>
 
 #include "test_util.h"
@@ -20,16 +21,34 @@ TEST(MemoryMeter, ChargesTheAllocatingThreadsDevice) {
   EXPECT_EQ(memory::stats(dev).current_bytes, before);
 }
 
-TEST(MemoryMeter, PeakAndReset) {
+TEST(MemoryMeter, WindowsKeepTheirOwnPeaks) {
   memory::install();
   const DeviceSpec dev{torch::kCPU, 8};
   DeviceWorker worker(dev, 1);
-  memory::reset_peak(dev);
-  const int64_t base = memory::stats(dev).current_bytes;
-  worker.run([] { auto big = torch::empty({1 << 21}, torch::kFloat); });
-  EXPECT_GE(memory::stats(dev).peak_bytes - base, 8 << 20);
-  memory::reset_peak(dev);
-  EXPECT_EQ(memory::stats(dev).peak_bytes, memory::stats(dev).current_bytes);
+  const memory::PeakWindow first(dev);
+  EXPECT_EQ(first.peak_bytes(), first.start_bytes());
+  worker.run([] { auto big = torch::empty({1 << 21}, torch::kFloat); });  // 8 MiB, freed
+  // A window opened later starts from what the device holds now and leaves the first alone.
+  const memory::PeakWindow second(dev);
+  EXPECT_EQ(second.peak_bytes(), second.start_bytes());
+  EXPECT_GE(first.peak_bytes() - first.start_bytes(), 8 << 20);
+  worker.run([] { auto small = torch::empty({1 << 19}, torch::kFloat); });  // 2 MiB, freed
+  EXPECT_GE(second.peak_bytes() - second.start_bytes(), 2 << 20);
+  EXPECT_LT(second.peak_bytes() - second.start_bytes(), 8 << 20);
+  EXPECT_GE(memory::stats(dev).peak_bytes - first.start_bytes(), 8 << 20);
+}
+
+TEST(MemoryMeter, AWindowIndexIsReusedOnceClosed) {
+  memory::install();
+  const DeviceSpec dev{torch::kCPU, 10};
+  for (int i = 0; i < 200; ++i) {  // more than the 64 that may be open at once
+    memory::PeakWindow window(dev);
+    EXPECT_EQ(window.peak_bytes(), window.start_bytes());
+  }
+  std::vector<memory::PeakWindow> open;
+  for (int i = 0; i < 64; ++i)
+    open.emplace_back(dev);
+  EXPECT_THROW(memory::PeakWindow extra(dev), Error);
 }
 
 TEST(MemoryMeter, ChargeMovesAccountingWithoutCopying) {
@@ -45,7 +64,7 @@ TEST(MemoryMeter, ChargeMovesAccountingWithoutCopying) {
 
 TEST(MemoryMeter, PipelineParametersLiveOnTheirStagesDevice) {
   auto layers = seeded_mlp(models::MlpOptions(64, 256, 3, 8));  // 4 layers
-  Pipeline pipe(layers, PipelineOptions({2, 2}).devices({"cpu:20", "cpu:21"}));
+  Pipeline pipe(layers, PipelineOptions({2, 2}).devices({"cpu:20", "cpu:21"}).measure_memory(true));
   int64_t stage0 = 0, stage1 = 0;
   for (auto& p : pipe.stage(0).parameters())
     stage0 += p.numel() * 4;
@@ -56,13 +75,45 @@ TEST(MemoryMeter, PipelineParametersLiveOnTheirStagesDevice) {
   EXPECT_LT(memory::stats({torch::kCPU, 21}).current_bytes, stage1 + (64 << 10));
 }
 
+TEST(MemoryMeter, IsOptInAndLeavesTheAllocatorAloneWithout) {
+  c10::Allocator* before = c10::GetCPUAllocator();
+  Pipeline pipe(seeded_mlp(models::MlpOptions(8, 16, 1, 4)), PipelineOptions({1, 1}));
+  pipe.forward_backward({torch::randn({4, 8})}, torch::randint(0, 4, {4}));
+  EXPECT_EQ(c10::GetCPUAllocator(), before);
+  EXPECT_TRUE(pipe.last_step().peak_bytes.empty());
+  EXPECT_THROW(pipe.peak_bytes_since_step_began(0), ConfigError);
+}
+
+TEST(MemoryMeter, PipelinesOnOneDeviceDoNotResetEachOthersPeaks) {
+  // Pipeline `a`'s first layer allocates 16 MiB, frees it, and then runs a whole step of
+  // pipeline `b` on the same virtual device before `a`'s step ends.
+  const auto options = PipelineOptions({2}).devices({"cpu:40"}).measure_memory(true);
+  Pipeline b(LayerList{make_layer("fc", torch::nn::Linear(8, 4))},
+             PipelineOptions({1}).devices({"cpu:40"}).measure_memory(true));
+  bool b_ran = false;
+  auto allocate_then_step_b = make_function_layer("alloc", [&](const Activations& in) {
+    { auto scratch = torch::empty({4 << 20}, torch::kFloat); }
+    if (!b_ran) {
+      b.forward_backward({torch::randn({4, 8})}, torch::randint(0, 4, {4}));
+      b_ran = true;
+    }
+    return in;
+  });
+  Pipeline a(LayerList{allocate_then_step_b, make_layer("fc", torch::nn::Linear(8, 4))}, options);
+  a.forward_backward({torch::randn({4, 8})}, torch::randint(0, 4, {4}));
+  ASSERT_TRUE(b_ran);
+  EXPECT_GE(a.last_step().peak_activation_bytes.at(0), 16 << 20);
+  EXPECT_LT(b.last_step().peak_activation_bytes.at(0), 16 << 20);
+}
+
 int64_t first_stage_activation_peak(Checkpoint checkpoint, ScheduleKind schedule, int64_t M) {
   auto layers = seeded_mlp(models::MlpOptions(256, 256, 15, 10));  // 16 layers
   Pipeline pipe(layers, PipelineOptions({8, 8})
                             .chunks(M)
                             .checkpoint(checkpoint)
                             .schedule(schedule)
-                            .threads_per_device(1));
+                            .threads_per_device(1)
+                            .measure_memory(true));
   const auto x = torch::randn({256, 256});
   const auto y = torch::randint(0, 10, {256});
   pipe.forward_backward({x}, y);  // first step allocates the gradients

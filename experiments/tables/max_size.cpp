@@ -9,6 +9,7 @@
 
 #include "gpipe/errors.h"
 #include "tables/memory_model.h"
+#include "tables/paper_figures.h"
 #include "tables/report.h"
 #include "tables/size_search.h"
 #include "tables/workload.h"
@@ -117,9 +118,8 @@ MaxSizeOptions max_size_preset(const std::string& name) {
 std::vector<std::vector<models::ModelConfig>> size_families(const MaxSizeModel& model,
                                                             const SizeConfig& config) {
   std::vector<std::vector<models::ModelConfig>> families;
-  const bool amoeba = model.base.name == "amoebanet-d";
-  GPIPE_CHECK(amoeba || model.base.name == "transformer-l", ConfigError, "max_model_size takes ",
-              "amoebanet-d or transformer-l, not '", model.base.name, "'");
+  check_paper_model("max_model_size", model.base.name);
+  const bool amoeba = searches_filters(model.base.name);
   int64_t most_layers = 0;
   auto layers_of = [](const models::ModelConfig& c) { return models::make_model(c)->num_layers(); };
   if (amoeba) {
@@ -154,8 +154,12 @@ std::vector<std::vector<models::ModelConfig>> size_families(const MaxSizeModel& 
   return families;
 }
 
+bool searches_filters(const std::string& model) {
+  return models::model_entry(model).family == models::ModelFamily::kAmoebaNet;
+}
+
 std::string size_label(const models::ModelConfig& config) {
-  if (config.name == "amoebanet-d" || config.name == "amoebanet-b") {
+  if (searches_filters(config.name)) {
     return c10::str("(", config.layers, ", ", config.filters, ")");
   }
   return std::to_string(config.layers);
@@ -178,8 +182,8 @@ void validate(const MaxSizeOptions& options, int64_t machine_bytes) {
     GPIPE_CHECK(model.batch % options.chunks == 0, ConfigError, "--chunks ", options.chunks,
                 " must divide the mini-batch N=", model.batch, " of ", model.base.name);
     GPIPE_CHECK(!model.layers.empty(), ConfigError, model.base.name, ": no L to search");
-    GPIPE_CHECK(model.base.name != "amoebanet-d" || !model.filters.empty(), ConfigError,
-                "amoebanet-d: no D to search");
+    GPIPE_CHECK(!searches_filters(model.base.name) || !model.filters.empty(), ConfigError,
+                model.base.name, ": no D to search");
     for (const auto& name : options.configs)
       size_families(model, parse_size_config(name));
   }

@@ -36,8 +36,8 @@ nlohmann::json to_json(const MaxSizeResult& result) {
                     {"budget_bytes", r.budget_bytes},
                     {"size", r.size},
                     {"layers", r.chosen.layers},
-                    {"filters", r.model == "amoebanet-d" ? nlohmann::json(r.chosen.filters)
-                                                         : nlohmann::json()},
+                    {"filters", searches_filters(r.model) ? nlohmann::json(r.chosen.filters)
+                                                          : nlohmann::json()},
                     {"parameters", r.parameters},
                     {"parameter_bytes", r.parameter_bytes},
                     {"state_bytes", r.state_bytes()},
@@ -54,7 +54,7 @@ nlohmann::json to_json(const MaxSizeResult& result) {
   nlohmann::json models = nlohmann::json::array();
   for (const auto& m : o.models) {
     nlohmann::json knobs = {{"model", m.base.name}, {"batch", m.batch}, {"layers", m.layers}};
-    if (m.base.name == "amoebanet-d") {
+    if (searches_filters(m.base.name)) {
       knobs.update({{"filters", m.filters},
                     {"image_size", m.base.image_size},
                     {"channels", m.base.channels},
@@ -100,7 +100,7 @@ std::string to_csv(const MaxSizeResult& result) {
     for (int64_t b : r.peak_bytes_per_device)
       peaks.push_back(std::to_string(b));
     table.add_row({r.model, r.config, r.size, std::to_string(r.chosen.layers),
-                   r.model == "amoebanet-d" ? std::to_string(r.chosen.filters) : "",
+                   searches_filters(r.model) ? std::to_string(r.chosen.filters) : "",
                    std::to_string(r.parameters), std::to_string(r.parameter_bytes),
                    std::to_string(r.state_bytes()), std::to_string(r.peak_activation_bytes()),
                    c10::Join(";", peaks), c10::Join("+", r.balance), std::to_string(r.budget_bytes),
@@ -135,7 +135,7 @@ std::string to_markdown(const MaxSizeResult& result) {
       << ", image 224, mini-batch 128; Transformer-L: " << paper_table1_hardware("transformer-l")
       << ", pipeline-1/8/32/128 only), not ours.\n\n";
   for (const auto& m : o.models) {
-    const bool amoeba = m.base.name == "amoebanet-d";
+    const bool amoeba = searches_filters(m.base.name);
     out << "## " << (amoeba ? "AmoebaNet-D (L, D)" : "Transformer-L") << "\n\n";
     if (amoeba) {
       out << m.base.image_size << "x" << m.base.image_size << "x" << m.base.channels << " images, "

@@ -2,6 +2,11 @@
 
 #include <array>
 
+#include <c10/util/StringUtil.h>
+
+#include "gpipe/errors.h"
+#include "gpipe/models/registry.h"
+
 namespace gpipe::tables {
 namespace {
 
@@ -22,23 +27,42 @@ std::optional<size_t> index_of(const std::array<int64_t, 3>& values, int64_t val
   return std::nullopt;
 }
 
+// The paper's AmoebaNet figures are AmoebaNet-D's; is_paper_model tells which models have any.
+bool is_amoebanet(const std::string& model) {
+  return models::model_entry(model).family == models::ModelFamily::kAmoebaNet;
+}
+
 }  // namespace
 
 bool is_paper_model(const std::string& model) {
-  return model == "amoebanet-d" || model == "transformer-l";
+  const auto* entry = models::find_model(model);
+  return entry != nullptr && entry->in_paper_tables;
+}
+
+std::vector<std::string> paper_models() {
+  std::vector<std::string> names;
+  for (const auto& entry : models::model_entries()) {
+    if (entry.in_paper_tables) names.push_back(entry.name);
+  }
+  return names;
+}
+
+void check_paper_model(const std::string& flag, const std::string& model) {
+  GPIPE_CHECK(is_paper_model(model), ConfigError, flag, ": '", model, "' is not one of ",
+              c10::Join(" or ", paper_models()), ", the models of the paper's Tables 1-3");
 }
 
 std::optional<double> paper_table2_speedup(const std::string& model, int64_t K, int64_t M) {
   const auto k = index_of(kPaperK, K);
   const auto m = index_of(kPaperM, M);
   if (!k || !m || !is_paper_model(model)) return std::nullopt;
-  return model == "amoebanet-d" ? kTable2AmoebaNet[*m][*k] : kTable2Transformer[*m][*k];
+  return is_amoebanet(model) ? kTable2AmoebaNet[*m][*k] : kTable2Transformer[*m][*k];
 }
 
 std::optional<double> paper_table3_speedup(const std::string& model, int64_t K) {
   const auto k = index_of(kPaperK, K);
   if (!k || !is_paper_model(model)) return std::nullopt;
-  return model == "amoebanet-d" ? kTable3AmoebaNet[*k] : kTable3Transformer[*k];
+  return is_amoebanet(model) ? kTable3AmoebaNet[*k] : kTable3Transformer[*k];
 }
 
 const std::vector<PaperMaxModel>& paper_table1(const std::string& model) {
@@ -57,9 +81,8 @@ const std::vector<PaperMaxModel>& paper_table1(const std::string& model) {
       {"pipeline-128", 128, "1663", 83.9e9, 937.9, 796.1},
   };
   static const std::vector<PaperMaxModel> none;
-  if (model == "amoebanet-d") return amoebanet;
-  if (model == "transformer-l") return transformer;
-  return none;
+  if (!is_paper_model(model)) return none;
+  return is_amoebanet(model) ? amoebanet : transformer;
 }
 
 std::optional<PaperMaxModel> paper_table1_entry(const std::string& model,
@@ -71,7 +94,7 @@ std::optional<PaperMaxModel> paper_table1_entry(const std::string& model,
 }
 
 int64_t paper_table1_device_bytes(const std::string& model) {
-  return model == "transformer-l" ? int64_t{16} << 30 : int64_t{8} << 30;
+  return is_amoebanet(model) ? int64_t{8} << 30 : int64_t{16} << 30;
 }
 
 std::string paper_table2_hardware() {
@@ -83,7 +106,7 @@ std::string paper_table3_hardware() {
 }
 
 std::string paper_table1_hardware(const std::string& model) {
-  return model == "transformer-l" ? "Cloud TPU v3, 16 GB per core" : "8 GB accelerators";
+  return is_amoebanet(model) ? "8 GB accelerators" : "Cloud TPU v3, 16 GB per core";
 }
 
 }  // namespace gpipe::tables

@@ -21,8 +21,11 @@
 
 namespace gpipe::tables {
 
-// "amoebanet-d" | "transformer-l": the two models of Tables 1-3.
+// The two models of Tables 1-3 (amoebanet-d, transformer-l; the registry's in_paper_tables).
 bool is_paper_model(const std::string& model);
+std::vector<std::string> paper_models();
+// Throws ConfigError naming `flag`, the model and the paper's models unless is_paper_model.
+void check_paper_model(const std::string& flag, const std::string& model);
 
 // Table 2 (TPU): the paper's normalised throughput at (K, M), K in {2, 4, 8}, M in {1, 4, 32};
 // nullopt for any other (model, K, M).

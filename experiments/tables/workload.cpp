@@ -11,13 +11,12 @@
 
 #include "common/optimizers.h"
 #include "gpipe/errors.h"
-#include "gpipe/memory.h"
 #include "gpipe/timing.h"
 
 namespace gpipe::tables {
 
 std::string default_optimizer(const std::string& model) {
-  return model == "amoebanet-d" || model == "amoebanet-b" ? "rmsprop" : "adam";
+  return models::model_entry(model).default_optimizer;
 }
 
 std::string resolve_optimizer(const std::string& name, const std::string& model) {
@@ -107,7 +106,8 @@ TrainingMeasurement measure_training(const models::ModelBuilder& builder,
       .schedule(shape.schedule)
       .virtual_stages(shape.virtual_stages)
       .stage_balance(shape.stage_balance)
-      .seed(seed);
+      .seed(seed)
+      .measure_memory(true);
   if (!shape.devices.empty()) options.devices(shape.devices);
   Pipeline pipeline(builder.build(), options, builder.loss());
   pipeline.set_optimizer(optimizer);
@@ -126,14 +126,13 @@ TrainingMeasurement measure_training(const models::ModelBuilder& builder,
   result.cpu = cpu->read();
   result.median_step_ms = median(result.step_ms);
 
-  // The pipeline reset each device's peak when the last step began and nothing reset it since,
-  // so the meter's peak now covers that whole step, optimizer update included.
+  // The pipeline's window of the last step is still open, so its peak now covers that whole
+  // step, optimizer update included.
   const auto& last = pipeline.last_step();
   for (size_t s = 0; s < pipeline.devices().size(); ++s) {
     const int64_t window_peak = last.peak_bytes.at(s);
     const int64_t activation = last.peak_activation_bytes.at(s);
-    const int64_t whole_step = memory::stats(pipeline.devices()[s]).peak_bytes;
-    result.peak_bytes.push_back(std::max(window_peak, whole_step));
+    result.peak_bytes.push_back(pipeline.peak_bytes_since_step_began(s));
     result.state_bytes.push_back(window_peak - activation);
     result.peak_activation_bytes.push_back(activation);
   }

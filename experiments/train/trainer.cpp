@@ -54,7 +54,8 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
       .seed(o.seed)
       .threads_per_device(static_cast<int>(o.threads_per_device))
       .bucket_mb(o.bucket_mb)
-      .sync_batchnorm(o.sync_batchnorm);
+      .sync_batchnorm(o.sync_batchnorm)
+      .measure_memory(true);  // summary.json reports every device's peak
   if (!o.devices.empty()) pipe_options.devices(cli::parse_strings(o.devices));
   const LossFn loss =
       o.label_smoothing > 0 ? cross_entropy_loss(o.label_smoothing) : builder_->loss();

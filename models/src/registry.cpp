@@ -9,49 +9,110 @@
 
 namespace gpipe::models {
 
+namespace {
+
+std::unique_ptr<ModelBuilder> make_amoebanet(const ModelConfig& c, const Genotype& genotype) {
+  return std::make_unique<AmoebaNetBuilder>(AmoebaNetOptions(c.layers, c.filters)
+                                                .genotype(genotype)
+                                                .classes(c.classes)
+                                                .image_size(c.image_size)
+                                                .channels(c.channels)
+                                                .stem_stride(c.stem_stride)
+                                                .dropout(c.dropout)
+                                                .drop_path(c.drop_path)
+                                                .init_seed(c.init_seed));
+}
+
+std::unique_ptr<ModelBuilder> make_amoebanet_d(const ModelConfig& c) {
+  return make_amoebanet(c, amoebanet_d_genotype());
+}
+
+std::unique_ptr<ModelBuilder> make_amoebanet_b(const ModelConfig& c) {
+  return make_amoebanet(c, amoebanet_b_genotype());
+}
+
+std::unique_ptr<ModelBuilder> make_transformer(const ModelConfig& c) {
+  return std::make_unique<TransformerBuilder>(TransformerOptions(c.layers)
+                                                  .d_model(c.d_model)
+                                                  .ffn(c.ffn)
+                                                  .heads(c.heads)
+                                                  .vocab(c.vocab)
+                                                  .seq_len(c.seq_len)
+                                                  .dropout(c.dropout)
+                                                  .init_seed(c.init_seed));
+}
+
+std::unique_ptr<ModelBuilder> make_mlp(const ModelConfig& c) {
+  return std::make_unique<MlpBuilder>(MlpOptions(c.in_features, c.width, c.layers, c.classes)
+                                          .dropout(c.dropout)
+                                          .batch_norm(c.batch_norm),
+                                      c.init_seed);
+}
+
+std::unique_ptr<ModelBuilder> make_sleep(const ModelConfig& c) {
+  return std::make_unique<SleepBuilder>(SleepOptions(c.layers, c.layer_ms), c.in_features,
+                                        c.init_seed);
+}
+
+}  // namespace
+
+const std::vector<ModelEntry>& model_entries() {
+  static const std::vector<std::string> amoebanet_knobs{"layers",     "filters",  "classes",
+                                                        "image_size", "channels", "stem_stride",
+                                                        "dropout",    "drop_path"};
+  static const std::vector<ModelEntry> entries{
+      {"mlp",
+       ModelFamily::kMlp,
+       "adam",
+       false,
+       {"layers", "width", "in_features", "classes", "dropout", "batch_norm"},
+       &make_mlp},
+      {"sleep",
+       ModelFamily::kSleep,
+       "adam",
+       false,
+       {"layers", "in_features", "layer_ms"},
+       &make_sleep},
+      {"amoebanet-d", ModelFamily::kAmoebaNet, "rmsprop", true, amoebanet_knobs, &make_amoebanet_d},
+      {"amoebanet-b", ModelFamily::kAmoebaNet, "rmsprop", false, amoebanet_knobs,
+       &make_amoebanet_b},
+      {"transformer-l",
+       ModelFamily::kTransformer,
+       "adam",
+       true,
+       {"layers", "d_model", "ffn", "heads", "vocab", "seq_len", "dropout"},
+       &make_transformer},
+  };
+  return entries;
+}
+
 const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names{"mlp", "sleep", "amoebanet-d", "amoebanet-b",
-                                              "transformer-l"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& entry : model_entries())
+      out.push_back(entry.name);
+    return out;
+  }();
   return names;
 }
 
-std::unique_ptr<ModelBuilder> make_model(const ModelConfig& c) {
-  if (c.name == "amoebanet-d" || c.name == "amoebanet-b") {
-    return std::make_unique<AmoebaNetBuilder>(
-        AmoebaNetOptions(c.layers, c.filters)
-            .genotype(c.name == "amoebanet-d" ? amoebanet_d_genotype() : amoebanet_b_genotype())
-            .classes(c.classes)
-            .image_size(c.image_size)
-            .channels(c.channels)
-            .stem_stride(c.stem_stride)
-            .dropout(c.dropout)
-            .drop_path(c.drop_path)
-            .init_seed(c.init_seed));
+const ModelEntry* find_model(const std::string& name) {
+  for (const auto& entry : model_entries()) {
+    if (entry.name == name) return &entry;
   }
-  if (c.name == "transformer-l") {
-    return std::make_unique<TransformerBuilder>(TransformerOptions(c.layers)
-                                                    .d_model(c.d_model)
-                                                    .ffn(c.ffn)
-                                                    .heads(c.heads)
-                                                    .vocab(c.vocab)
-                                                    .seq_len(c.seq_len)
-                                                    .dropout(c.dropout)
-                                                    .init_seed(c.init_seed));
-  }
-  if (c.name == "mlp") {
-    return std::make_unique<MlpBuilder>(MlpOptions(c.in_features, c.width, c.layers, c.classes)
-                                            .dropout(c.dropout)
-                                            .batch_norm(c.batch_norm),
-                                        c.init_seed);
-  }
-  if (c.name == "sleep") {
-    return std::make_unique<SleepBuilder>(SleepOptions(c.layers, c.layer_ms), c.in_features,
-                                          c.init_seed);
-  }
+  return nullptr;
+}
+
+const ModelEntry& model_entry(const std::string& name) {
+  if (const auto* entry = find_model(name)) return *entry;
   std::string known;
-  for (const auto& name : model_names())
-    known += (known.empty() ? "" : ", ") + name;
-  throw ConfigError("unknown model '" + c.name + "'; known models: " + known);
+  for (const auto& entry : model_entries())
+    known += (known.empty() ? "" : ", ") + entry.name;
+  throw ConfigError("unknown model '" + name + "'; known models: " + known);
+}
+
+std::unique_ptr<ModelBuilder> make_model(const ModelConfig& c) {
+  return model_entry(c.name).make(c);
 }
 
 SampleBatch sample_batch(const ModelConfig& config, int64_t batch_size, uint64_t seed) {
@@ -77,6 +138,14 @@ nlohmann::json to_json(const ModelConfig& m) {
           {"in_features", m.in_features},
           {"batch_norm", m.batch_norm},
           {"layer_ms", m.layer_ms}};
+}
+
+nlohmann::json knobs_json(const ModelConfig& config) {
+  const auto all = to_json(config);
+  nlohmann::json out{{"name", config.name}};
+  for (const auto& knob : model_entry(config.name).knobs)
+    out[knob] = all.at(knob);
+  return out;
 }
 
 ModelConfig small_config(const std::string& name) {

@@ -1,6 +1,10 @@
 // ModelBuilder: layer-by-layer building that gives the weights of a whole build, counting, and
-// the sample batches, for every model of the registry.
+// the sample batches, for every model of the registry, and the registry entries tools rely on.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
 
 #include "gpipe/errors.h"
 #include "gpipe/models/registry.h"
@@ -137,6 +141,83 @@ TEST(Registry, UnknownModelsAndLayerIndicesAreNamed) {
   EXPECT_THROW(builder->build_layer(-1), ConfigError);
   EXPECT_THROW(builder->build_range(2, 1), ConfigError);
   EXPECT_THROW(builder->sample_batch(0, 0), ConfigError);
+}
+
+TEST(Registry, EntriesSayWhatToolsNeedWithoutComparingNames) {
+  EXPECT_EQ(model_names().size(), model_entries().size());
+  for (const auto& entry : model_entries()) {
+    EXPECT_EQ(&model_entry(entry.name), &entry);
+    const auto config = small_config(entry.name);
+    const auto all = to_json(config);
+    auto expected = nlohmann::json{{"name", entry.name}};
+    for (const auto& knob : entry.knobs) {
+      ASSERT_TRUE(all.contains(knob)) << entry.name << " lists an unknown knob " << knob;
+      expected[knob] = all[knob];
+    }
+    EXPECT_EQ(knobs_json(config), expected) << entry.name;
+  }
+  // The paper's runs: RMSProp for AmoebaNet, Adam for Transformer-L; Tables 1-3 cover
+  // AmoebaNet-D and Transformer-L only.
+  EXPECT_EQ(model_entry("amoebanet-b").family, ModelFamily::kAmoebaNet);
+  EXPECT_EQ(model_entry("amoebanet-d").default_optimizer, "rmsprop");
+  EXPECT_EQ(model_entry("transformer-l").default_optimizer, "adam");
+  std::vector<std::string> paper;
+  for (const auto& entry : model_entries()) {
+    if (entry.in_paper_tables) paper.push_back(entry.name);
+  }
+  EXPECT_EQ(paper, (std::vector<std::string>{"amoebanet-d", "transformer-l"}));
+  EXPECT_EQ(find_model("resnet"), nullptr);
+  EXPECT_THROW(model_entry("resnet"), ConfigError);
+}
+
+TEST(Registry, KnobsAModelDoesNotListLeaveItUnchanged) {
+  // Every field of ModelConfig, perturbed; a model must not change with a knob it does not list.
+  const std::map<std::string, std::function<void(ModelConfig&)>> perturb{
+      {"layers", [](ModelConfig& c) { c.layers += 1; }},
+      {"filters", [](ModelConfig& c) { c.filters += 16; }},
+      {"classes", [](ModelConfig& c) { c.classes += 1; }},
+      {"image_size", [](ModelConfig& c) { c.image_size += 8; }},
+      {"channels", [](ModelConfig& c) { c.channels += 1; }},
+      {"stem_stride", [](ModelConfig& c) { c.stem_stride = 1; }},
+      {"d_model", [](ModelConfig& c) { c.d_model += 16; }},
+      {"ffn", [](ModelConfig& c) { c.ffn += 16; }},
+      {"heads", [](ModelConfig& c) { c.heads *= 2; }},
+      {"vocab", [](ModelConfig& c) { c.vocab += 16; }},
+      {"seq_len", [](ModelConfig& c) { c.seq_len += 8; }},
+      {"dropout", [](ModelConfig& c) { c.dropout = 0.5; }},
+      {"drop_path", [](ModelConfig& c) { c.drop_path = 0.5; }},
+      {"width", [](ModelConfig& c) { c.width += 8; }},
+      {"in_features", [](ModelConfig& c) { c.in_features += 8; }},
+      {"batch_norm", [](ModelConfig& c) { c.batch_norm = !c.batch_norm; }},
+      {"layer_ms", [](ModelConfig& c) { c.layer_ms += 1; }},
+  };
+  auto fingerprint = [](const ModelConfig& c) {
+    const auto builder = make_model(c);
+    const auto batch = builder->sample_batch(2, 0);
+    const auto layers = builder->build();
+    std::vector<int64_t> out{builder->num_layers(), count_parameters(layers)};
+    for (auto size : batch.input.sizes())
+      out.push_back(size);
+    torch::NoGradGuard no_grad;
+    for (auto& layer : layers)
+      layer->eval();
+    Activations x{batch.input};
+    for (auto& layer : layers)
+      x = layer->forward(x);
+    out.push_back(static_cast<int64_t>(x.front().sum().item<double>() * 1e6));
+    return out;
+  };
+  for (const auto& entry : model_entries()) {
+    const auto base = small_config(entry.name);
+    const auto reference = fingerprint(base);
+    for (const auto& [knob, change] : perturb) {
+      ASSERT_TRUE(to_json(base).contains(knob)) << knob;
+      if (std::find(entry.knobs.begin(), entry.knobs.end(), knob) != entry.knobs.end()) continue;
+      auto config = base;
+      change(config);
+      EXPECT_EQ(fingerprint(config), reference) << entry.name << " changed with " << knob;
+    }
+  }
 }
 
 }  // namespace

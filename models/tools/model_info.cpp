@@ -33,23 +33,8 @@ int64_t peak_rss_bytes() {
 }
 
 nlohmann::json config_json(const gpipe::models::ModelConfig& c) {
-  nlohmann::json j{{"name", c.name}, {"layers", c.layers}, {"init_seed", c.init_seed}};
-  if (c.name == "amoebanet-d" || c.name == "amoebanet-b") {
-    j.update({{"filters", c.filters},
-              {"classes", c.classes},
-              {"image_size", c.image_size},
-              {"channels", c.channels}});
-  } else if (c.name == "transformer-l") {
-    j.update({{"d_model", c.d_model},
-              {"ffn", c.ffn},
-              {"heads", c.heads},
-              {"vocab", c.vocab},
-              {"seq_len", c.seq_len}});
-  } else if (c.name == "mlp") {
-    j.update({{"width", c.width}, {"in_features", c.in_features}, {"classes", c.classes}});
-  } else {
-    j.update({{"in_features", c.in_features}, {"layer_ms", c.layer_ms}});
-  }
+  auto j = gpipe::models::knobs_json(c);
+  j["init_seed"] = c.init_seed;
   return j;
 }
 

@@ -37,6 +37,7 @@
 #include "gpipe/grad_reducer.h"
 #include "gpipe/layer.h"
 #include "gpipe/loss.h"
+#include "gpipe/memory.h"
 #include "gpipe/schedule.h"
 #include "gpipe/stage.h"
 #include "gpipe/step_collectives.h"
@@ -72,6 +73,10 @@ struct PipelineOptions {
   // With data-parallel replicas: BatchNorm sums each micro-batch's statistics over the replicas
   // of its stage (batchnorm.h), so R replicas at global batch N train as one at N.
   TORCH_ARG(bool, sync_batchnorm) = false;
+  // Report each device's peak bytes in every step's StepStats. On CPU this installs the memory
+  // meter (memory.h) as LibTorch's allocator for the whole process; off, the pipeline leaves the
+  // allocator alone and peak_bytes stay empty.
+  TORCH_ARG(bool, measure_memory) = false;
 };
 
 // Where every layer goes: the K*v virtual stages in model order, their layers and devices.
@@ -97,9 +102,11 @@ struct StepStats {
   double loss = 0;
   double seconds = 0;
   double bubble_fraction = 0;
-  std::vector<int64_t> peak_bytes;             // per stage: peak bytes its device held
-  std::vector<int64_t> peak_activation_bytes;  // per stage: that peak less the bytes before it
-  GradReduceStats grad_reduce;                 // the data-parallel all-reduce (zero without)
+  // With measure_memory, per local device: the peak bytes it held during the step's schedule,
+  // and that peak less the bytes it held when the step began. Empty without.
+  std::vector<int64_t> peak_bytes;
+  std::vector<int64_t> peak_activation_bytes;
+  GradReduceStats grad_reduce;  // the data-parallel all-reduce (zero without)
 };
 
 class Pipeline {
@@ -153,6 +160,9 @@ class Pipeline {
   double param_checksum();
 
   const StepStats& last_step() const { return last_step_; }
+  // With measure_memory: the peak bytes local device `i` held from the start of the last step
+  // until now (the optimizer update included), unaffected by other pipelines on the device.
+  int64_t peak_bytes_since_step_began(size_t i) const;
   // Events of the last step.
   const Timeline& timeline() const { return timeline_; }
 
@@ -228,7 +238,7 @@ class Pipeline {
   Timeline timeline_;
   StepStats last_step_;
   std::vector<double> squares_;  // per local device, from the last run_step that asked
-  std::vector<int64_t> window_start_bytes_;
+  std::vector<memory::PeakWindow> memory_windows_;  // per local device, from the last step
   double grad_clip_ = 0;
   int64_t step_ = 0;
 };

@@ -2,8 +2,10 @@
 //
 // Why this file exists: gpipe_train, model_info and the experiment drivers take a model by name
 // and a handful of flags. ModelConfig holds every knob of every model (each model reads the ones
-// it has), make_model turns it into a ModelBuilder, and sample_batch makes the synthetic batch a
-// trainer runs on synthetic data and the profiler measures balance-by-time/memory with.
+// it has), the registry's entry says what a tool needs to know about the model (family, default
+// optimizer, knobs) so no tool compares names, make_model turns a config into a ModelBuilder, and
+// sample_batch makes the synthetic batch a trainer runs on synthetic data and the profiler
+// measures balance-by-time/memory with.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -55,6 +57,31 @@ struct ModelConfig {
   uint64_t init_seed = 0;
 };
 
+// The kinds of model the tools treat differently: how a size is written ("(L, D)" for AmoebaNet,
+// "L" otherwise), which knobs a size search varies, which of the paper's figures apply.
+enum class ModelFamily { kMlp, kSleep, kAmoebaNet, kTransformer };
+
+// What the tools know about a model, so that none of them compares model names.
+struct ModelEntry {
+  std::string name;
+  ModelFamily family;
+  // The optimizer of the paper's runs of the family (RMSProp for AmoebaNet, Adam for
+  // Transformer-L; Adam for the CPU-only models), for drivers whose --optimizer is `auto`.
+  std::string default_optimizer;
+  // One of the two models of the paper's Tables 1-3 (AmoebaNet-D, Transformer-L).
+  bool in_paper_tables = false;
+  // The ModelConfig fields the model reads, by their to_json names.
+  std::vector<std::string> knobs;
+  std::unique_ptr<ModelBuilder> (*make)(const ModelConfig&) = nullptr;
+};
+
+// Every model, in model_names() order.
+const std::vector<ModelEntry>& model_entries();
+// Throws ConfigError naming the known models for an unknown name.
+const ModelEntry& model_entry(const std::string& name);
+// Null for an unknown name.
+const ModelEntry* find_model(const std::string& name);
+
 // "mlp", "sleep", "amoebanet-d", "amoebanet-b", "transformer-l".
 const std::vector<std::string>& model_names();
 
@@ -66,6 +93,8 @@ SampleBatch sample_batch(const ModelConfig& config, int64_t batch_size, uint64_t
 
 // Every knob, for manifests, summaries and cache keys (init_seed left out: it is the run's seed).
 nlohmann::json to_json(const ModelConfig& config);
+// The name and only the knobs the model reads (ModelEntry::knobs), for reports.
+nlohmann::json knobs_json(const ModelConfig& config);
 
 // A small configuration of `name` (the struct defaults with that name) for tests and CPU presets.
 ModelConfig small_config(const std::string& name);
