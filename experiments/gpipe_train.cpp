@@ -2,13 +2,13 @@
 //
 //   gpipe_train --preset fashion-mnist-cpu --output-dir runs/fmnist      # what run_amoebanet.sh
 //   runs gpipe_train --model amoebanet-d --layers 6 --filters 16 --dataset cifar10 --data-dir DIR
-//               --partitions 2 --chunks 4 --epochs 10 --checkpoint-dir ckpt --save-every 500
+//               --partitions 2 --chunks 4 --epochs 10 --snapshot-dir ckpt --save-every 500
 //   gpipe_train --model transformer-l --optimizer adam --partitions 4 --chunks 8 --steps 100
 //   scripts/launch.sh --nproc-per-node 2 -- gpipe_train --distributed --balance 3,3 ...
 //
 // Any flag may also come from a TOML file (--config FILE) or a preset of experiments/presets
 // (--preset NAME); flags on the command line win. Exit status: 0 done, 2 bad flags or data,
-// 1 a failure while training (a non-finite loss included; the last good checkpoint is kept).
+// 1 a failure while training (a non-finite loss included; the last good snapshot is kept).
 #include <spdlog/spdlog.h>
 
 #include "common/cli.h"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/fuzz.sh [--seconds S] [--results DIR] [TARGET...]: runs every libFuzzer target of
-# tests/fuzz (or the ones named: idx cifar image parsers config checkpoint) for S seconds each
+# tests/fuzz (or the ones named: idx cifar image parsers config snapshot) for S seconds each
 # (default 60), from the seed corpus tests/fuzz/corpus/<target>/ and the inputs that once crashed,
 # tests/fuzz/regressions/<target>/. Builds them first in build-asan/ (clang, ASan+UBSan, shared
 # with scripts/sanitize.sh). New inputs go to build-asan/fuzz/<target>/corpus, never to the tree.
@@ -25,7 +25,7 @@ while [[ $# -gt 0 ]]; do
 done
 [[ "$seconds" =~ ^[0-9]+$ && "$seconds" -gt 0 ]] ||
   { echo "fuzz.sh: --seconds must be a positive whole number, got '$seconds'" >&2; exit 2; }
-all=(idx cifar image parsers config checkpoint)
+all=(idx cifar image parsers config snapshot)
 [[ ${#targets[@]} -gt 0 ]] || targets=("${all[@]}")
 for t in "${targets[@]}"; do
   [[ " ${all[*]} " == *" $t "* ]] ||
@@ -49,7 +49,7 @@ for t in "${targets[@]}"; do
   # 6 GiB and 60 s: LibTorch's unpickler reserves a string's declared length (a 32-bit field, so
   # at most 4 GiB) before reading it, so a corrupt shard may cost 4 GiB (and, under ASan, the time
   # to map its shadow) before its read fails and load_stage_shards reports InputError
-  # (regressions/checkpoint/oom-*). More is a defect.
+  # (regressions/snapshot/oom-*). More is a defect.
   if build-asan/bin/fuzz_"$t" -max_total_time="$seconds" -timeout=60 -rss_limit_mb=6144 \
       -print_final_stats=1 -artifact_prefix="$work/crashes/" "$work/corpus" "${inputs[@]}" \
       >"$work/log" 2>&1; then

@@ -12,6 +12,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 
@@ -333,16 +334,21 @@ std::string Context::abort_reason() const {
 }
 
 std::vector<int> Context::stale_ranks() {
+  // A rank whose counter does not move over four heartbeats is stale. A live rank starved of CPU
+  // can miss that window too, so while more than one looks stale they are watched a while
+  // longer: a dead rank never beats again.
+  auto beats = [&](int r) { return store_->add(c10::str("gpipe/heartbeat/", r), 0); };
   std::vector<int64_t> before;
-  for (int r = 0; r < env_.world_size; ++r) {
-    before.push_back(store_->add(c10::str("gpipe/heartbeat/", r), 0));
-  }
-  std::this_thread::sleep_for(options_.heartbeat() * 4);
+  for (int r = 0; r < env_.world_size; ++r)
+    before.push_back(beats(r));
   std::vector<int> stale;
-  for (int r = 0; r < env_.world_size; ++r) {
-    if (r != env_.rank && store_->add(c10::str("gpipe/heartbeat/", r), 0) == before[r]) {
-      stale.push_back(r);
+  for (int round = 0; round < 5; ++round) {
+    std::this_thread::sleep_for(options_.heartbeat() * 4);
+    stale.clear();
+    for (int r = 0; r < env_.world_size; ++r) {
+      if (r != env_.rank && beats(r) == before[r]) stale.push_back(r);
     }
+    if (stale.size() <= 1) break;
   }
   return stale;
 }
@@ -355,7 +361,9 @@ void Context::fail(const std::string& what, int suspect) {
       reason = bytes_to_string(store_->get(kAbortKey));
     } else {
       const auto stale = stale_ranks();
-      if (!stale.empty()) lost = stale.front();
+      if (!stale.empty() && std::find(stale.begin(), stale.end(), suspect) == stale.end()) {
+        lost = stale.front();
+      }
       const std::string mine =
           lost >= 0 ? c10::str(describe(lost), " was lost (", describe(env_.rank), ": ", what, ")")
                     : c10::str(describe(env_.rank), ": ", what);

@@ -78,7 +78,7 @@ void ensure_passive_openmp(int argc, char** argv) {
 int run_main(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
   ensure_passive_openmp(argc, argv);
   // A write past the file-size limit (ulimit -f) then fails with EFBIG and is reported like a
-  // full disk, instead of SIGXFSZ killing the process in the middle of a checkpoint.
+  // full disk, instead of SIGXFSZ killing the process in the middle of a snapshot.
   std::signal(SIGXFSZ, SIG_IGN);
   if (const auto code = parse_command_line(app, argc, argv)) return *code;
   if (!spdlog::get("gpipe")) setup_logging();

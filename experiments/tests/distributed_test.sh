@@ -310,11 +310,11 @@ PY
     echo "rank 0 gave up ${elapsed} s after rank 1 went silent, naming it"
     ;;
   restart)
-    # Kill a rank after some checkpoints; a relaunch with --resume finishes the run exactly.
+    # Kill a rank after some snapshots; a relaunch with --resume finishes the run exactly.
     "$bin/gpipe_train" "${mlp[@]}" --steps 30 --balance 3,3 --json local.json 2>/dev/null || fail "in-process"
     port=$(free_port)
     "$launch" --nproc-per-node 2 --master-port "$port" --grace 1 -- "$bin/gpipe_train" --distributed \
-      "${mlp[@]}" --steps 30 --balance 3,3 --save-every 1 --checkpoint-dir ck --comm-timeout 10 \
+      "${mlp[@]}" --steps 30 --balance 3,3 --save-every 1 --snapshot-dir ck --comm-timeout 10 \
       >first.log 2>&1 &
     launcher=$!
     for _ in $(seq 100); do [[ -f ck/latest ]] && break; sleep 0.1; done
@@ -325,10 +325,10 @@ PY
       tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx RANK=1 && echo "$p"; done | head -1)
     [[ -n "$victim" ]] && kill -9 "$victim"
     wait $launcher
-    [[ -f ck/latest ]] || fail "no checkpoint was written before the kill"
+    [[ -f ck/latest ]] || fail "no snapshot was written before the kill"
     echo "killed at $(cat ck/latest)"
     "$launch" --nproc-per-node 2 --master-port "$(free_port)" -- "$bin/gpipe_train" --distributed \
-      "${mlp[@]}" --steps 30 --balance 3,3 --save-every 1 --checkpoint-dir ck --resume \
+      "${mlp[@]}" --steps 30 --balance 3,3 --save-every 1 --snapshot-dir ck --resume \
       --json dist.json >second.log 2>&1 || fail "resume: $(tail -5 second.log)"
     grep -q "resumed from" second.log || fail "did not resume"
     same_run local.json dist.json 1e-6

@@ -34,51 +34,51 @@ case "$case_name" in
   resume)
     # 4 steps straight == 2 steps, stop, resume to 4.
     train --balance 5,4 --steps 4 --json straight.json >/dev/null 2>&1 || fail "straight run"
-    train --balance 5,4 --steps 2 --checkpoint-dir ck --json first.json 2>/dev/null || fail "first half"
-    train --balance 5,4 --steps 4 --checkpoint-dir ck --resume --json resumed.json 2>resume.log ||
+    train --balance 5,4 --steps 2 --snapshot-dir ck --json first.json 2>/dev/null || fail "first half"
+    train --balance 5,4 --steps 4 --snapshot-dir ck --resume --json resumed.json 2>resume.log ||
       fail "resume: $(tail -3 resume.log)"
     grep -q "resumed from" resume.log || fail "no 'resumed from' line"
     same_run straight.json resumed.json 0
     ;;
   resume_other_k)
-    # A checkpoint saved at K=2 continues at K=3 and K=1.
+    # A snapshot saved at K=2 continues at K=3 and K=1.
     train --balance 5,4 --steps 4 --json straight.json >/dev/null 2>&1 || fail "straight run"
-    train --balance 5,4 --steps 2 --checkpoint-dir ck >/dev/null 2>&1 || fail "first half"
+    train --balance 5,4 --steps 2 --snapshot-dir ck >/dev/null 2>&1 || fail "first half"
     cp -r ck ck1
-    train --balance 3,3,3 --steps 4 --checkpoint-dir ck --resume --json k3.json 2>/dev/null || fail "K=3"
-    train --partitions 1 --threads-per-device 1 --steps 4 --checkpoint-dir ck1 --resume \
+    train --balance 3,3,3 --steps 4 --snapshot-dir ck --resume --json k3.json 2>/dev/null || fail "K=3"
+    train --partitions 1 --threads-per-device 1 --steps 4 --snapshot-dir ck1 --resume \
       --json k1.json 2>/dev/null || fail "K=1"
     same_run straight.json k3.json 1e-5 && same_run straight.json k1.json 1e-5
     ;;
   crash_during_save)
     train --balance 5,4 --steps 4 --json straight.json >/dev/null 2>&1 || fail "straight run"
-    train --balance 5,4 --steps 2 --save-every 1 --checkpoint-dir ck >/dev/null 2>&1 || fail "first"
+    train --balance 5,4 --steps 2 --save-every 1 --snapshot-dir ck >/dev/null 2>&1 || fail "first"
     GPIPE_FAULT_INJECT=crash-during-save train --balance 5,4 --steps 4 --save-every 1 \
-      --checkpoint-dir ck --resume >/dev/null 2>crash.log
+      --snapshot-dir ck --resume >/dev/null 2>crash.log
     status=$?
     [[ $status -eq 137 ]] || fail "expected the injected crash (137), got $status"
     [[ "$(cat ck/latest)" == "step-00000002" ]] || fail "latest moved to $(cat ck/latest)"
-    ls -a ck | grep -q "step-00000003.tmp" || fail "no half-written checkpoint left behind"
-    train --balance 5,4 --steps 4 --checkpoint-dir ck --resume --json resumed.json 2>/dev/null ||
+    ls -a ck | grep -q "step-00000003.tmp" || fail "no half-written snapshot left behind"
+    train --balance 5,4 --steps 4 --snapshot-dir ck --resume --json resumed.json 2>/dev/null ||
       fail "resume after the crash"
-    [[ ! -e ck/.step-00000003.tmp ]] || fail "the half-written checkpoint was not cleaned up"
+    [[ ! -e ck/.step-00000003.tmp ]] || fail "the half-written snapshot was not cleaned up"
     same_run straight.json resumed.json 0
     ;;
   kill_during_save)
     # kill -9 at 30 random moments of a run that saves after every step (an MLP of ~50 MB of
-    # parameters and RMSprop state, so that most of the time goes to writing checkpoints). After
-    # every kill `latest` names a checkpoint that the next run resumes from (it says so before
+    # parameters and RMSprop state, so that most of the time goes to writing snapshots). After
+    # every kill `latest` names a snapshot that the next run resumes from (it says so before
     # it saves); the chain of resumed runs ends bit-identical to one straight run.
     mlp=(--model mlp --layers 6 --width 1024 --in-features 1024 --dataset synthetic --batch-size 8
          --chunks 2 --partitions 2 --optimizer rmsprop --lr 0.001 --lr-schedule constant
          --progress off --eval-every -1 --seed 3)
-    "$bin/gpipe_train" "${mlp[@]}" --steps 1 --checkpoint-dir ck >/dev/null 2>&1 || fail "first"
+    "$bin/gpipe_train" "${mlp[@]}" --steps 1 --snapshot-dir ck >/dev/null 2>&1 || fail "first"
     RANDOM=13
     mid_save=0
     latest=$(cat ck/latest)
     for trial in $(seq 1 30); do
       # Started directly (a function would fork a subshell) so that $! is the trainer itself.
-      "$bin/gpipe_train" "${mlp[@]}" --steps 100000 --save-every 1 --checkpoint-dir ck --resume \
+      "$bin/gpipe_train" "${mlp[@]}" --steps 100000 --save-every 1 --snapshot-dir ck --resume \
         >/dev/null 2>trial.log &
       pid=$!
       # Once it saves (start-up time varies with the build and the load): odd trials pick a
@@ -110,10 +110,10 @@ case "$case_name" in
       ls -a ck | grep -q '^\.step-.*\.tmp$' && mid_save=$((mid_save + 1))
       latest=$(cat ck/latest)
     done
-    echo "30 kills, $mid_save of them while a checkpoint was being written; latest at $latest"
-    [[ $mid_save -ge 10 ]] || fail "only $mid_save kills landed while a checkpoint was being written"
+    echo "30 kills, $mid_save of them while a snapshot was being written; latest at $latest"
+    [[ $mid_save -ge 10 ]] || fail "only $mid_save kills landed while a snapshot was being written"
     final=$(( 10#${latest#step-} + 2 ))
-    "$bin/gpipe_train" "${mlp[@]}" --steps "$final" --checkpoint-dir ck --resume \
+    "$bin/gpipe_train" "${mlp[@]}" --steps "$final" --snapshot-dir ck --resume \
       --json resumed.json 2>resume.log || fail "resuming after the kills: $(tail -2 resume.log)"
     grep -qF "resumed from ck/$latest " resume.log || fail "the last run did not resume from $latest"
     "$bin/gpipe_train" "${mlp[@]}" --steps "$final" --json straight.json >/dev/null 2>&1 ||
@@ -121,38 +121,38 @@ case "$case_name" in
     same_run straight.json resumed.json 0
     ;;
   corrupt_fallback)
-    # A truncated newest checkpoint: --resume warns naming the file and continues from the one
+    # A truncated newest snapshot: --resume warns naming the file and continues from the one
     # before, exactly.
     train --balance 5,4 --steps 4 --json straight.json >/dev/null 2>&1 || fail "straight run"
-    train --balance 5,4 --steps 2 --save-every 1 --checkpoint-dir ck >/dev/null 2>&1 || fail "first"
+    train --balance 5,4 --steps 2 --save-every 1 --snapshot-dir ck >/dev/null 2>&1 || fail "first"
     truncate -s 100 ck/step-00000002/stage-1.pt
-    train --balance 5,4 --steps 4 --checkpoint-dir ck --resume --json resumed.json 2>run.log ||
+    train --balance 5,4 --steps 4 --snapshot-dir ck --resume --json resumed.json 2>run.log ||
       fail "resume: $(tail -2 run.log)"
     grep -q "warn.*step-00000002/stage-1.pt" run.log || fail "no warning naming the file: $(cat run.log)"
     grep -q "resumed from .*step-00000001 " run.log || fail "did not fall back: $(grep resumed run.log)"
     same_run straight.json resumed.json 0
     ;;
   disk_full)
-    # A checkpoint write that fails (a file-size limit stands in for a full disk): exit 1 with the
-    # reason, the previous checkpoint intact and still `latest`, nothing half-written left.
+    # A snapshot write that fails (a file-size limit stands in for a full disk): exit 1 with the
+    # reason, the previous snapshot intact and still `latest`, nothing half-written left.
     mlp=(--model mlp --layers 4 --width 512 --in-features 512 --dataset synthetic --batch-size 8
          --chunks 2 --partitions 2 --optimizer rmsprop --lr 0.001 --progress off --eval-every -1)
     "$bin/gpipe_train" "${mlp[@]}" --steps 3 --json straight.json >/dev/null 2>&1 || fail "straight"
-    "$bin/gpipe_train" "${mlp[@]}" --steps 1 --checkpoint-dir ck >/dev/null 2>&1 || fail "first"
+    "$bin/gpipe_train" "${mlp[@]}" --steps 1 --snapshot-dir ck >/dev/null 2>&1 || fail "first"
     (ulimit -f 1024 && exec "$bin/gpipe_train" "${mlp[@]}" --steps 3 --save-every 1 \
-      --checkpoint-dir ck --resume) >/dev/null 2>run.log
+      --snapshot-dir ck --resume) >/dev/null 2>run.log
     status=$?
     [[ $status -eq 1 ]] || fail "expected exit 1, got $status: $(tail -2 run.log)"
-    grep -q "checkpoint of step 2 .*failed.*File too large.*step-00000001 is intact" run.log ||
+    grep -q "snapshot of step 2 .*failed.*File too large.*step-00000001 is intact" run.log ||
       fail "the message does not give the reason: $(tail -1 run.log)"
     [[ "$(cat ck/latest)" == "step-00000001" ]] || fail "latest moved to $(cat ck/latest)"
-    ls -a ck | grep -q '\.tmp' && fail "a half-written checkpoint was left: $(ls -a ck)"
-    "$bin/gpipe_train" "${mlp[@]}" --steps 3 --checkpoint-dir ck --resume --json resumed.json \
-      2>/dev/null || fail "resume from the intact checkpoint"
+    ls -a ck | grep -q '\.tmp' && fail "a half-written snapshot was left: $(ls -a ck)"
+    "$bin/gpipe_train" "${mlp[@]}" --steps 3 --snapshot-dir ck --resume --json resumed.json \
+      2>/dev/null || fail "resume from the intact snapshot"
     same_run straight.json resumed.json 0
     ;;
   finetune)
-    train --balance 5,4 --steps 2 --checkpoint-dir ck >/dev/null 2>&1 || fail "pre-training"
+    train --balance 5,4 --steps 2 --snapshot-dir ck >/dev/null 2>&1 || fail "pre-training"
     "$bin/gpipe_train" --model amoebanet-d --layers 3 --filters 16 --image-size 28 --channels 1 \
       --classes 5 --dataset synthetic --batch-size 16 --chunks 2 --balance 5,4 --steps 2 \
       --progress off --finetune-from ck --json ft.json 2>ft.log || fail "fine-tuning: $(tail -3 ft.log)"
@@ -160,28 +160,28 @@ case "$case_name" in
       fail "the classifier was not replaced: $(grep fine-tuning ft.log)"
     ;;
   nonfinite_loss)
-    train --balance 5,4 --steps 6 --save-every 1 --checkpoint-dir ck --lr 1e30 --optimizer sgd \
+    train --balance 5,4 --steps 6 --save-every 1 --snapshot-dir ck --lr 1e30 --optimizer sgd \
       >/dev/null 2>run.log
     status=$?
     [[ $status -eq 1 ]] || fail "expected exit 1, got $status"
     grep -Eq "the loss of step [0-9]+ is -?(nan|inf)" run.log || fail "no clear message: $(tail -2 run.log)"
-    grep -q "last good checkpoint is" run.log || fail "the message does not name the checkpoint"
+    grep -q "last good snapshot is" run.log || fail "the message does not name the snapshot"
     latest=$(cat ck/latest)
-    [[ -f "ck/$latest/manifest.json" ]] || fail "the last good checkpoint is gone"
+    [[ -f "ck/$latest/manifest.json" ]] || fail "the last good snapshot is gone"
     ;;
   other_model)
-    train --balance 5,4 --steps 1 --checkpoint-dir ck >/dev/null 2>&1 || fail "first run"
-    "$bin/gpipe_train" "${base[@]}" --filters 32 --balance 5,4 --steps 2 --checkpoint-dir ck \
+    train --balance 5,4 --steps 1 --snapshot-dir ck >/dev/null 2>&1 || fail "first run"
+    "$bin/gpipe_train" "${base[@]}" --filters 32 --balance 5,4 --steps 2 --snapshot-dir ck \
       --resume >/dev/null 2>run.log
     status=$?
     [[ $status -eq 2 ]] || fail "expected exit 2, got $status"
     grep -q "filters=16" run.log || fail "the message does not name the mismatch: $(tail -1 run.log)"
     ;;
-  corrupt_checkpoint)
-    train --balance 5,4 --steps 1 --checkpoint-dir ck >/dev/null 2>&1 || fail "first run"
+  corrupt_snapshot)
+    train --balance 5,4 --steps 1 --snapshot-dir ck >/dev/null 2>&1 || fail "first run"
     shard=ck/step-00000001/stage-1.pt
     truncate -s 100 "$shard"
-    train --balance 5,4 --steps 2 --checkpoint-dir ck --resume >/dev/null 2>run.log
+    train --balance 5,4 --steps 2 --snapshot-dir ck --resume >/dev/null 2>run.log
     status=$?
     [[ $status -eq 2 ]] || fail "expected exit 2, got $status"
     grep -q "stage-1.pt" run.log || fail "the message does not name the file: $(tail -1 run.log)"

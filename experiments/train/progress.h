@@ -3,7 +3,7 @@
 // Why this file exists: a researcher watching a run on a terminal wants a live bar (step,
 // samples/s, loss, ETA); a log file wants plain lines; an analysis wants every step as a JSON
 // line. Progress draws the first or writes the second; MetricsLog appends the third, and on a
-// resumed run drops what the interrupted run logged after its checkpoint, so nothing repeats.
+// resumed run drops what the interrupted run logged after its snapshot, so nothing repeats.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -155,14 +155,14 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
       "evaluate on the first N batches of the test split (0: all of it)")
       ->check(CLI::NonNegativeNumber);
 
-  const char* ckpt = "Checkpoints";
-  opt(ckpt, "--checkpoint-dir", o.checkpoint_dir, "folder of checkpoints (step-N/ and latest)");
+  const char* ckpt = "Snapshots";
+  opt(ckpt, "--snapshot-dir", o.snapshot_dir, "folder of snapshots (step-N/ and latest)");
   opt(ckpt, "--save-every", o.save_every, "save every N steps (0: at the end only)");
-  app.add_flag("--resume", o.resume, "continue from the latest checkpoint in --checkpoint-dir")
+  app.add_flag("--resume", o.resume, "continue from the latest snapshot in --snapshot-dir")
       ->group(ckpt);
   opt(ckpt, "--finetune-from", o.finetune_from,
-      "start from a checkpoint's weights (folder or its step-N/), new classifier, fresh optimizer");
-  opt(ckpt, "--keep-checkpoints", o.keep_checkpoints, "how many checkpoints to keep");
+      "start from a snapshot's weights (folder or its step-N/), new classifier, fresh optimizer");
+  opt(ckpt, "--keep-snapshots", o.keep_snapshots, "how many snapshots to keep");
 
   const char* out = "Output";
   opt(out, "--output-dir", o.output_dir, "write metrics.jsonl, summary.json and trace.json here");

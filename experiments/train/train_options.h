@@ -80,12 +80,12 @@ struct TrainOptions {
   // Batches of the test split each evaluation reads (0: all of it).
   int64_t eval_batches = 0;
 
-  // Checkpoints.
-  std::string checkpoint_dir;
+  // Snapshots.
+  std::string snapshot_dir;
   int64_t save_every = 0;  // steps; 0: only at the end
   bool resume = false;
   std::string finetune_from;
-  int64_t keep_checkpoints = 2;
+  int64_t keep_snapshots = 2;
 
   // Outputs.
   std::string output_dir;  // metrics.jsonl, summary.json, trace.json unless given apart

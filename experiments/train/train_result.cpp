@@ -56,7 +56,7 @@ nlohmann::json TrainResult::to_json() const {
           {"examples_loaded_per_rank", examples_loaded_per_rank},
           {"grad_reduce_ms", grad_reduce_ms},
           {"grad_reduce_exposed_ms", grad_reduce_exposed_ms},
-          {"last_checkpoint", last_checkpoint}};
+          {"last_snapshot", last_snapshot}};
 }
 
 }  // namespace gpipe::train

@@ -24,8 +24,8 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
               o.comm_timeout);
   GPIPE_CHECK(o.label_smoothing >= 0 && o.label_smoothing < 1, ConfigError,
               "--label-smoothing must be in [0, 1), got ", o.label_smoothing);
-  GPIPE_CHECK(!o.resume || !o.checkpoint_dir.empty(), ConfigError,
-              "--resume needs --checkpoint-dir (where the checkpoints are)");
+  GPIPE_CHECK(!o.resume || !o.snapshot_dir.empty(), ConfigError,
+              "--resume needs --snapshot-dir (where the snapshots are)");
   GPIPE_CHECK(!o.resume || o.finetune_from.empty(), ConfigError,
               "--resume and --finetune-from exclude each other: resume continues a run, "
               "fine-tuning starts a new one from another run's weights");
@@ -109,9 +109,8 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   }
   pipeline_->set_optimizer(make_optimizer_factory(o));
   pipeline_->set_grad_clip(o.grad_clip);
-  if (!o.checkpoint_dir.empty()) {
-    checkpoints_ =
-        std::make_unique<CheckpointManager>(o.checkpoint_dir, o.keep_checkpoints, *world_);
+  if (!o.snapshot_dir.empty()) {
+    snapshots_ = std::make_unique<SnapshotManager>(o.snapshot_dir, o.keep_snapshots, *world_);
   }
   restore();
 }
@@ -128,7 +127,7 @@ void Trainer::restore() {
   const auto& o = options_;
   if (o.resume) {
     std::string latest;
-    const auto manifest = checkpoints_->resume(*pipeline_, o.to_json(), &latest);
+    const auto manifest = snapshots_->resume(*pipeline_, o.to_json(), &latest);
     position_.step = manifest.at("step").get<int64_t>();
     position_.epoch = manifest.at("epoch").get<int64_t>();
     position_.batch = manifest.at("batch").get<int64_t>();
@@ -140,12 +139,12 @@ void Trainer::restore() {
     }
   } else if (!o.finetune_from.empty()) {
     LoadReport report;
-    CheckpointManager::load(*pipeline_, o.finetune_from,
-                            LoadOptions().optimizer(false).skip_mismatched_shapes(true),
-                            o.to_json(), &report);
+    SnapshotManager::load(*pipeline_, o.finetune_from,
+                          LoadOptions().optimizer(false).skip_mismatched_shapes(true), o.to_json(),
+                          &report);
     if (reports()) {
       spdlog::info("fine-tuning from {}: {} tensors loaded, new: {}",
-                   CheckpointManager::resolve(o.finetune_from), report.loaded,
+                   SnapshotManager::resolve(o.finetune_from), report.loaded,
                    report.skipped.empty() ? "none" : c10::Join(", ", report.skipped));
     }
   }
@@ -229,9 +228,9 @@ TrainResult Trainer::run() {
   }
   const nlohmann::json run_config = o.to_json();
   auto save = [&]() {
-    if (!checkpoints_) return;
-    result.last_checkpoint = checkpoints_->save(*pipeline_, position_, run_config);
-    if (reports()) progress.info("saved " + result.last_checkpoint);
+    if (!snapshots_) return;
+    result.last_snapshot = snapshots_->save(*pipeline_, position_, run_config);
+    if (reports()) progress.info("saved " + result.last_snapshot);
   };
   auto record_evaluation = [&](const Evaluation& e) {
     result.evaluations.push_back(e);
@@ -276,10 +275,10 @@ TrainResult Trainer::run() {
       progress.finish();
       throw TrainingStopped(
           c10::str(e.what(), ". Training stopped at step ", position_.step, "; ",
-                   checkpoints_ && checkpoints_->latest()
-                       ? "the last good checkpoint is " + *checkpoints_->latest() +
+                   snapshots_ && snapshots_->latest()
+                       ? "the last good snapshot is " + *snapshots_->latest() +
                              " (continue with --resume and a lower --lr)"
-                       : std::string("no checkpoint was saved (use --checkpoint-dir)")));
+                       : std::string("no snapshot was saved (use --snapshot-dir)")));
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();

@@ -1,10 +1,10 @@
-// The trainer: a model, its pipeline, data, an optimiser, evaluation and checkpoints.
+// The trainer: a model, its pipeline, data, an optimiser, evaluation and snapshots.
 //
 // Why this file exists: it is the one training loop behind gpipe_train,
 // experiments/run_amoebanet.sh and the accuracy table, so every figure they print comes from the
 // same code path. It builds the model (in a distributed run: this process's stage only),
 // resolves the balance, runs steps with the learning-rate schedule, evaluates the test split
-// through the pipeline, saves and resumes checkpoints, and reports losses, accuracy,
+// through the pipeline, saves and resumes snapshots, and reports losses, accuracy,
 // throughput, the measured bubble and the memory meter's peaks.
 #pragma once
 
@@ -16,7 +16,7 @@
 #include "gpipe/distributed.h"
 #include "gpipe/models/model.h"
 #include "gpipe/pipeline.h"
-#include "train/checkpoint_manager.h"
+#include "train/snapshot_manager.h"
 #include "train/train_options.h"
 #include "train/training_data.h"
 
@@ -44,7 +44,7 @@ struct TrainResult {
   std::optional<Evaluation> final_evaluation;
   int64_t steps = 0;
   double train_seconds = 0;
-  std::string last_checkpoint;
+  std::string last_snapshot;
   // Per step run, as this process saw it: examples its loader decoded (N/R with R replicas of a
   // real dataset), and with replicas the gradient all-reduce's time on the communication thread
   // and the part of it the step waited for (grad_reducer.h).
@@ -58,7 +58,7 @@ struct TrainResult {
   nlohmann::json to_json() const;
 };
 
-// Thrown when the loss stops being finite; the run ends with the last good checkpoint kept.
+// Thrown when the loss stops being finite; the run ends with the last good snapshot kept.
 class TrainingStopped : public Error {
  public:
   using Error::Error;
@@ -100,7 +100,7 @@ class Trainer {
   std::vector<int64_t> balance_;
   std::vector<int64_t> stage_balance_;  // per virtual stage, when v > 1 and auto-balanced
   std::unique_ptr<Pipeline> pipeline_;
-  std::unique_ptr<CheckpointManager> checkpoints_;
+  std::unique_ptr<SnapshotManager> snapshots_;
   RunPosition position_;
 };
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of the fuzz targets (tests/fuzz/corpus/<target>/): small valid inputs
-of every format, from which libFuzzer mutates. The checkpoint seeds come from a real checkpoint:
+of every format, from which libFuzzer mutates. The snapshot seeds come from a real snapshot:
 pass the folder of one (gpipe_train --model mlp --layers 3 --width 8 --in-features 4 --classes 3
---dataset synthetic --balance 2,2 --steps 1 --checkpoint-dir DIR) as the only argument.
-Run from the repository root: python3 tests/fuzz/make_corpus.py [CHECKPOINT_STEP_DIR]."""
+--dataset synthetic --balance 2,2 --steps 1 --snapshot-dir DIR) as the only argument.
+Run from the repository root: python3 tests/fuzz/make_corpus.py [SNAPSHOT_STEP_DIR]."""
 import gzip, io, os, shutil, struct, sys
 
 root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
@@ -45,9 +45,9 @@ for name in sorted(os.listdir(presets)):
     with open(os.path.join(presets, name), "rb") as f:
         put("config", name, f.read())
 
-# Checkpoint: 0 + a stage shard, 1 + a manifest.
+# Snapshot: 0 + a stage shard, 1 + a manifest.
 if len(sys.argv) > 1:
     with open(os.path.join(sys.argv[1], "stage-0.pt"), "rb") as f:
-        put("checkpoint", "shard.bin", bytes([0]) + f.read())
+        put("snapshot", "shard.bin", bytes([0]) + f.read())
     with open(os.path.join(sys.argv[1], "manifest.json"), "rb") as f:
-        put("checkpoint", "manifest.bin", bytes([1]) + f.read())
+        put("snapshot", "manifest.bin", bytes([1]) + f.read())

@@ -102,8 +102,9 @@ class Context : public StepCollectives, public World {
   // The recorded abort message, if any.
   bool aborted(std::string* why = nullptr) const;
 
-  // Names the lost rank (the store's abort key if another rank already named one; else ranks
-  // whose heartbeat stopped; else `suspect`), publishes it, and throws DistributedError.
+  // Names the lost rank (the store's abort key if another rank already named one; else
+  // `suspect` if its heartbeat stopped, or the first rank whose heartbeat stopped; else
+  // `suspect`), publishes it, and throws DistributedError.
   [[noreturn]] void fail(const std::string& what, int suspect);
   // Publishes a local failure so the other ranks stop waiting for this one.
   void announce_failure(const std::string& what);

@@ -1,9 +1,9 @@
 // Faults the tests inject through one environment variable.
 //
-// Why this file exists: the recovery paths (a process dying mid-checkpoint, a peer sending a
+// Why this file exists: the recovery paths (a process dying mid-snapshot, a peer sending a
 // malformed message) must be exercised end to end by the real programs, so tests set
 // GPIPE_FAULT_INJECT=<fault> (every process) or <fault>@<rank> (that rank only), and the code at
-// the fault's site asks here. The faults: crash-during-save (train/checkpoint_manager.cpp),
+// the fault's site asks here. The faults: crash-during-save (train/snapshot_manager.cpp),
 // bad-header and wrong-shape (process_group_transport.cpp).
 #pragma once
 

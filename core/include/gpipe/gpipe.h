@@ -3,7 +3,6 @@
 
 #include "gpipe/activations.h"
 #include "gpipe/batchnorm.h"
-#include "gpipe/checkpoint.h"
 #include "gpipe/device.h"
 #include "gpipe/distributed.h"
 #include "gpipe/dropout.h"
@@ -20,6 +19,7 @@
 #include "gpipe/profile.h"
 #include "gpipe/schedule.h"
 #include "gpipe/simulator.h"
+#include "gpipe/snapshot.h"
 #include "gpipe/stage.h"
 #include "gpipe/timeline.h"
 #include "gpipe/transport.h"

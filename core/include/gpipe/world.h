@@ -1,8 +1,8 @@
 // World: what the layers above the engine need from the other processes of a run.
 //
-// Why this file exists: the trainer and the checkpoint manager must know who they are (which
+// Why this file exists: the trainer and the snapshot manager must know who they are (which
 // rank reports, which replica saves) and agree with the others on a few numbers (evaluation
-// counts, memory peaks) and moments (a checkpoint written by every stage), but should not
+// counts, memory peaks) and moments (a snapshot written by every stage), but should not
 // know c10d or test for "is this distributed" at every turn. They hold a World: the
 // single-process one answers rank 0 of a world of one and does nothing;
 // distributed::Context answers over its process groups, turning a lost peer into the

@@ -1,7 +1,7 @@
 // Counter-based random numbers for augmentation and shuffling.
 //
 // Why this file exists: batches must be identical whatever the number of loader workers and
-// when an epoch is resumed from a checkpoint mid-way, so no draw may depend on which thread ran
+// when an epoch is resumed from a snapshot mid-way, so no draw may depend on which thread ran
 // first or on how many samples came before. Every random choice therefore comes from a
 // generator that is a pure function of its key: (seed, epoch, sample index) for a sample's
 // augmentation, (seed, epoch) for an epoch's order. The generator (xoshiro256**, seeded by

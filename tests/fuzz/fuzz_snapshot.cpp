@@ -1,15 +1,15 @@
-// Fuzz target: the checkpoint loader, both its parts. The first byte picks which file the rest
-// of the input replaces in an otherwise valid checkpoint of a small MLP: the manifest
-// (manifest.json, read by the trainer's CheckpointManager) or a stage shard (stage-0.pt, read
+// Fuzz target: the snapshot loader, both its parts. The first byte picks which file the rest
+// of the input replaces in an otherwise valid snapshot of a small MLP: the manifest
+// (manifest.json, read by the trainer's SnapshotManager) or a stage shard (stage-0.pt, read
 // by core's load_stage_shards through LibTorch's archive reader). A bad file must end in
 // ConfigError or InputError naming it, never a crash or an exception of another type.
 #include <filesystem>
 
 #include "fuzz_util.h"
-#include "gpipe/checkpoint.h"
 #include "gpipe/errors.h"
 #include "gpipe/models/mlp.h"
-#include "train/checkpoint_manager.h"
+#include "gpipe/snapshot.h"
+#include "train/snapshot_manager.h"
 
 namespace {
 
@@ -22,8 +22,8 @@ struct Fixture {
       return std::make_unique<torch::optim::Adam>(p, torch::optim::AdamOptions(0.01));
     });
     pipeline.train_step(torch::randn({4, 4}), torch::randint(0, 3, {4}));
-    // A valid checkpoint: the shards, a manifest written by the manager, and the run's model.
-    train::CheckpointManager manager((fuzz::scratch() / "ck").string(), 1, single_process_world());
+    // A valid snapshot: the shards, a manifest written by the manager, and the run's model.
+    train::SnapshotManager manager((fuzz::scratch() / "ck").string(), 1, single_process_world());
     run = {{"model", {{"name", "mlp"}, {"layers", 3}, {"width", 8}, {"classes", 3}}}};
     valid = manager.save(pipeline, train::RunPosition{1, 0, 1, {1.0}}, run);
   }
@@ -43,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool manifest = (data[0] & 1) != 0;
   fuzz::write_file(dir / (manifest ? "manifest.json" : "stage-0.pt"), data + 1, size - 1);
   try {
-    train::CheckpointManager::load(fixture.pipeline, dir.string(), LoadOptions(), fixture.run);
+    train::SnapshotManager::load(fixture.pipeline, dir.string(), LoadOptions(), fixture.run);
   } catch (const ConfigError&) {
   } catch (const InputError&) {
   }

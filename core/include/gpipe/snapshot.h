@@ -1,6 +1,6 @@
 // Saving and loading a pipeline's state by name, whatever its balance.
 //
-// Why this file exists: a checkpoint saved with K stages must load with any other K (and in a
+// Why this file exists: a snapshot saved with K stages must load with any other K (and in a
 // multi-process run, each process holds one stage). So nothing here is keyed by stage or by a
 // parameter's position in an optimizer: every parameter, buffer and piece of optimizer state is
 // stored under the global name "<layer index>.<name>" (Pipeline::named_parameters), one shard
@@ -37,7 +37,7 @@ struct LoadReport {
 
 // Reads every `stage-*.pt` in `dir` and restores the local stages' tensors by name. Throws
 // InputError naming the file for a corrupt shard, and ConfigError naming the parameter when the
-// checkpoint lacks one of ours or holds it with another shape (another model).
+// snapshot lacks one of ours or holds it with another shape (another model).
 LoadReport load_stage_shards(Pipeline& pipeline, const std::string& dir,
                              const LoadOptions& options = {});
 

@@ -1,4 +1,4 @@
-#include "train/checkpoint_manager.h"
+#include "train/snapshot_manager.h"
 
 #include <spdlog/spdlog.h>
 
@@ -36,9 +36,9 @@ void write_text_atomically(const fs::path& path, const std::string& text) {
 }
 
 // Every field of a manifest that is read later, with its type: a manifest that parses but lacks
-// one is as corrupt as one that does not parse (found by fuzz_checkpoint).
+// one is as corrupt as one that does not parse (found by fuzz_snapshot).
 void check_manifest(const nlohmann::json& m, const std::string& path) {
-  const bool valid = m.is_object() && m.value("format", "") == "gpipe-checkpoint-v1" &&
+  const bool valid = m.is_object() && m.value("format", "") == "gpipe-snapshot-v1" &&
                      m.contains("step") && m["step"].is_number_integer() && m.contains("epoch") &&
                      m["epoch"].is_number_integer() && m.contains("batch") &&
                      m["batch"].is_number_integer() && m.contains("losses") &&
@@ -48,7 +48,7 @@ void check_manifest(const nlohmann::json& m, const std::string& path) {
                      m.contains("run") && m["run"].is_object() && m["run"].contains("model") &&
                      m["run"]["model"].is_object() && m["run"]["model"].contains("name") &&
                      m["run"]["model"]["name"].is_string();
-  GPIPE_CHECK(valid, InputError, "'", path, "' is corrupt or not a gpipe checkpoint manifest");
+  GPIPE_CHECK(valid, InputError, "'", path, "' is corrupt or not a gpipe snapshot manifest");
 }
 
 // The manifest's model description must match the run's, except knobs that leave the
@@ -60,7 +60,7 @@ void check_same_model(const nlohmann::json& saved, const nlohmann::json& run,
   for (const char* key : {"name", "layers", "filters", "channels", "d_model", "ffn", "heads",
                           "vocab", "width", "in_features", "batch_norm"}) {
     if (!a.contains(key) || !b.contains(key)) continue;
-    GPIPE_CHECK(a[key] == b[key], ConfigError, "the checkpoint '", path, "' is of model ",
+    GPIPE_CHECK(a[key] == b[key], ConfigError, "the snapshot '", path, "' is of model ",
                 a["name"].get<std::string>(), " with ", key, "=", a[key].dump(),
                 " but this run builds ", b["name"].get<std::string>(), " with ", key, "=",
                 b[key].dump());
@@ -68,7 +68,7 @@ void check_same_model(const nlohmann::json& saved, const nlohmann::json& run,
   if (!allow_classes) {
     const auto saved_classes = a.value("classes", nlohmann::json());
     const auto run_classes = b.value("classes", nlohmann::json());
-    GPIPE_CHECK(saved_classes == run_classes, ConfigError, "the checkpoint '", path, "' has ",
+    GPIPE_CHECK(saved_classes == run_classes, ConfigError, "the snapshot '", path, "' has ",
                 saved_classes.dump(), " classes but this run has ", run_classes.dump(),
                 "; use --finetune-from to start a new classifier");
   }
@@ -76,12 +76,12 @@ void check_same_model(const nlohmann::json& saved, const nlohmann::json& run,
 
 }  // namespace
 
-CheckpointManager::CheckpointManager(std::string dir, int64_t keep, World& world)
+SnapshotManager::SnapshotManager(std::string dir, int64_t keep, World& world)
     : dir_(std::move(dir)), keep_(keep), world_(world) {
-  GPIPE_CHECK(keep_ >= 1, ConfigError, "--keep-checkpoints must be >= 1, got ", keep_);
+  GPIPE_CHECK(keep_ >= 1, ConfigError, "--keep-snapshots must be >= 1, got ", keep_);
   std::error_code error;
   fs::create_directories(dir_, error);
-  GPIPE_CHECK(fs::is_directory(dir_), ConfigError, "cannot create checkpoint folder '", dir_, "'");
+  GPIPE_CHECK(fs::is_directory(dir_), ConfigError, "cannot create snapshot folder '", dir_, "'");
   // A process that died while saving left a half-written folder: it was never complete, so it
   // can go.
   if (world_.rank() == 0) {
@@ -89,33 +89,33 @@ CheckpointManager::CheckpointManager(std::string dir, int64_t keep, World& world
       const auto name = e.path().filename().string();
       if (name.rfind(".step-", 0) == 0 && name.size() > 4 &&
           name.substr(name.size() - 4) == ".tmp") {
-        spdlog::warn("removing {}: a checkpoint whose writing never finished", e.path().string());
+        spdlog::warn("removing {}: a snapshot whose writing never finished", e.path().string());
         fs::remove_all(e.path());
       }
     }
   }
 }
 
-std::string CheckpointManager::save(Pipeline& pipeline, const RunPosition& position,
-                                    const nlohmann::json& run) {
+std::string SnapshotManager::save(Pipeline& pipeline, const RunPosition& position,
+                                  const nlohmann::json& run) {
   const auto tmp_dir = fs::path(dir_) / ("." + folder_name(position.step) + ".tmp");
   try {
     return write(pipeline, position, run, tmp_dir);
   } catch (const std::exception& e) {
     // A failed write (a full disk, a file-size limit) must not leave the folder fuller: drop
-    // the half-written checkpoint; `latest` still names the previous complete one.
+    // the half-written snapshot; `latest` still names the previous complete one.
     std::error_code ignored;
     fs::remove_all(tmp_dir, ignored);
     const auto previous = latest();
-    throw Error(c10::str("saving the checkpoint of step ", position.step, " in '", dir_,
+    throw Error(c10::str("saving the snapshot of step ", position.step, " in '", dir_,
                          "' failed: ", error_message(e), "; ",
-                         previous ? "the previous checkpoint " + *previous + " is intact"
-                                  : std::string("no earlier checkpoint exists")));
+                         previous ? "the previous snapshot " + *previous + " is intact"
+                                  : std::string("no earlier snapshot exists")));
   }
 }
 
-std::string CheckpointManager::write(Pipeline& pipeline, const RunPosition& position,
-                                     const nlohmann::json& run, const fs::path& tmp_dir) {
+std::string SnapshotManager::write(Pipeline& pipeline, const RunPosition& position,
+                                   const nlohmann::json& run, const fs::path& tmp_dir) {
   const bool lead = world_.rank() == 0;
   const auto final_dir = fs::path(dir_) / folder_name(position.step);
   if (lead) {
@@ -133,7 +133,7 @@ std::string CheckpointManager::write(Pipeline& pipeline, const RunPosition& posi
   world_.barrier();
   if (lead) {
     nlohmann::json manifest = {
-        {"format", "gpipe-checkpoint-v1"},
+        {"format", "gpipe-snapshot-v1"},
         {"step", position.step},
         {"epoch", position.epoch},
         {"batch", position.batch},
@@ -148,7 +148,7 @@ std::string CheckpointManager::write(Pipeline& pipeline, const RunPosition& posi
     fs::remove_all(final_dir);
     fs::rename(tmp_dir, final_dir);
     write_text_atomically(fs::path(dir_) / kLatest, folder_name(position.step) + "\n");
-    // Keep the newest `keep_` complete checkpoints.
+    // Keep the newest `keep_` complete snapshots.
     std::vector<fs::path> complete;
     for (const auto& e : fs::directory_iterator(dir_)) {
       const auto name = e.path().filename().string();
@@ -162,7 +162,7 @@ std::string CheckpointManager::write(Pipeline& pipeline, const RunPosition& posi
   return final_dir.string();
 }
 
-std::vector<std::string> CheckpointManager::candidates() const {
+std::vector<std::string> SnapshotManager::candidates() const {
   std::vector<std::string> found;
   if (const auto newest = latest()) found.push_back(*newest);
   std::vector<std::string> complete;
@@ -178,35 +178,35 @@ std::vector<std::string> CheckpointManager::candidates() const {
   return found;
 }
 
-nlohmann::json CheckpointManager::resume(Pipeline& pipeline, const nlohmann::json& run,
-                                         std::string* loaded_from) const {
+nlohmann::json SnapshotManager::resume(Pipeline& pipeline, const nlohmann::json& run,
+                                       std::string* loaded_from) const {
   const auto found = candidates();
-  GPIPE_CHECK(!found.empty(), ConfigError, "--resume: no complete checkpoint in '", dir_,
+  GPIPE_CHECK(!found.empty(), ConfigError, "--resume: no complete snapshot in '", dir_,
               "' (nothing to resume; drop --resume to start afresh)");
   std::vector<std::string> unusable, reasons;
   for (const auto& path : found) {
     try {
       auto manifest = load(pipeline, path, LoadOptions(), run);
       if (!unusable.empty()) {
-        spdlog::warn("resuming from {}, the newest valid checkpoint, instead of the unusable {}",
+        spdlog::warn("resuming from {}, the newest valid snapshot, instead of the unusable {}",
                      path, c10::Join(", ", unusable));
       }
       if (loaded_from != nullptr) *loaded_from = path;
       return manifest;
     } catch (const InputError& e) {
-      // Corrupt or truncated: an older checkpoint may still be whole. A checkpoint of another
+      // Corrupt or truncated: an older snapshot may still be whole. A snapshot of another
       // model (ConfigError) is not a fault of the file, and stops the run.
-      spdlog::warn("checkpoint {} is unusable: {}", path, error_message(e));
+      spdlog::warn("snapshot {} is unusable: {}", path, error_message(e));
       unusable.push_back(path);
       reasons.push_back(error_message(e));
     }
   }
-  throw InputError(c10::str("--resume: no valid checkpoint in '", dir_,
+  throw InputError(c10::str("--resume: no valid snapshot in '", dir_,
                             "': ", c10::Join("; ", reasons),
                             " (delete them or drop --resume to start afresh)"));
 }
 
-std::optional<std::string> CheckpointManager::latest() const {
+std::optional<std::string> SnapshotManager::latest() const {
   std::ifstream in(fs::path(dir_) / kLatest);
   std::string name;
   if (!(in >> name)) return std::nullopt;
@@ -215,22 +215,22 @@ std::optional<std::string> CheckpointManager::latest() const {
   return path.string();
 }
 
-std::string CheckpointManager::resolve(const std::string& path) {
-  GPIPE_CHECK(fs::exists(path), ConfigError, "checkpoint '", path, "' does not exist");
+std::string SnapshotManager::resolve(const std::string& path) {
+  GPIPE_CHECK(fs::exists(path), ConfigError, "snapshot '", path, "' does not exist");
   if (fs::exists(fs::path(path) / kManifest)) return path;
   std::ifstream in(fs::path(path) / kLatest);
   std::string name;
   GPIPE_CHECK(static_cast<bool>(in >> name), ConfigError, "'", path,
-              "' is neither a checkpoint (no manifest.json) nor a checkpoint folder (no latest)");
+              "' is neither a snapshot (no manifest.json) nor a snapshot folder (no latest)");
   const auto resolved = (fs::path(path) / name).string();
   GPIPE_CHECK(fs::exists(fs::path(resolved) / kManifest), ConfigError, "'", path, "/latest' names ",
               name, ", which is incomplete or gone");
   return resolved;
 }
 
-nlohmann::json CheckpointManager::load(Pipeline& pipeline, const std::string& path,
-                                       const LoadOptions& options, const nlohmann::json& run,
-                                       LoadReport* report) {
+nlohmann::json SnapshotManager::load(Pipeline& pipeline, const std::string& path,
+                                     const LoadOptions& options, const nlohmann::json& run,
+                                     LoadReport* report) {
   const auto dir = resolve(path);
   nlohmann::json manifest;
   {

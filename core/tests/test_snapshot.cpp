@@ -1,5 +1,5 @@
-// Checkpoints by name: a pipeline saved at one K continues exactly at another K, with its
-// optimizer state; a checkpoint of another model or a corrupt shard is a clear error.
+// Snapshots by name: a pipeline saved at one K continues exactly at another K, with its
+// optimizer state; a snapshot of another model or a corrupt shard is a clear error.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -54,7 +54,7 @@ Data data() {
 
 const auto kOptions = models::MlpOptions(6, 16, 4, 3).batch_norm(true);  // 5 layers
 
-// Two steps at K=2, save, then two more steps at K=`resume_k` from the checkpoint, against four
+// Two steps at K=2, save, then two more steps at K=`resume_k` from the snapshot, against four
 // straight steps.
 void check_resume(const Factory& factory, int64_t resume_k, const std::string& name) {
   const auto d = data();
@@ -74,7 +74,7 @@ void check_resume(const Factory& factory, int64_t resume_k, const std::string& n
   }
   EXPECT_TRUE(fs::exists(fs::path(dir) / "stage-0.pt"));
   EXPECT_TRUE(fs::exists(fs::path(dir) / "stage-1.pt"));
-  // Different initial weights: everything must come from the checkpoint.
+  // Different initial weights: everything must come from the snapshot.
   Pipeline second(seeded_mlp(kOptions, /*init_seed=*/99),
                   PipelineOptions(even_balance(5, resume_k)).chunks(2));
   second.set_optimizer(factory);
@@ -96,17 +96,17 @@ void check_resume(const Factory& factory, int64_t resume_k, const std::string& n
   }
 }
 
-TEST(Checkpoint, SgdMomentumResumesExactlyAtAnotherK) {
+TEST(Snapshot, SgdMomentumResumesExactlyAtAnotherK) {
   check_resume(sgd(), 1, "sgd_k1");
 }
-TEST(Checkpoint, RmspropResumesExactlyAtAnotherK) {
+TEST(Snapshot, RmspropResumesExactlyAtAnotherK) {
   check_resume(rmsprop(), 3, "rmsprop_k3");
 }
-TEST(Checkpoint, AdamResumesExactlyAtTheSameK) {
+TEST(Snapshot, AdamResumesExactlyAtTheSameK) {
   check_resume(adam(), 2, "adam_k2");
 }
 
-TEST(Checkpoint, AnotherModelIsAClearError) {
+TEST(Snapshot, AnotherModelIsAClearError) {
   const auto dir = fresh_dir("other_model");
   Pipeline saved(seeded_mlp(kOptions), PipelineOptions({3, 2}));
   save_stage_shards(saved, dir);
@@ -123,7 +123,7 @@ TEST(Checkpoint, AnotherModelIsAClearError) {
   EXPECT_THROW(load_stage_shards(deeper, dir), ConfigError);
 }
 
-TEST(Checkpoint, FineTuningSkipsTheMismatchedClassifier) {
+TEST(Snapshot, FineTuningSkipsTheMismatchedClassifier) {
   const auto dir = fresh_dir("finetune");
   Pipeline saved(seeded_mlp(kOptions), PipelineOptions({3, 2}));
   save_stage_shards(saved, dir);
@@ -134,10 +134,10 @@ TEST(Checkpoint, FineTuningSkipsTheMismatchedClassifier) {
   EXPECT_EQ(report.skipped, (std::vector<std::string>{"4.module.weight", "4.module.bias"}));
   const auto a = saved.named_parameters();
   const auto b = ten_classes.named_parameters();
-  EXPECT_TRUE(torch::equal(a[0].second, b[0].second)) << "hidden layers come from the checkpoint";
+  EXPECT_TRUE(torch::equal(a[0].second, b[0].second)) << "hidden layers come from the snapshot";
 }
 
-TEST(Checkpoint, CorruptShardNamesTheFile) {
+TEST(Snapshot, CorruptShardNamesTheFile) {
   const auto dir = fresh_dir("corrupt");
   Pipeline saved(seeded_mlp(kOptions), PipelineOptions({3, 2}));
   save_stage_shards(saved, dir);
@@ -153,7 +153,7 @@ TEST(Checkpoint, CorruptShardNamesTheFile) {
   EXPECT_THROW(load_stage_shards(saved, dir + "/missing"), ConfigError);
 }
 
-TEST(Checkpoint, OptimizerMismatchIsAClearError) {
+TEST(Snapshot, OptimizerMismatchIsAClearError) {
   const auto dir = fresh_dir("optimizer_mismatch");
   const auto d = data();
   Pipeline saved(seeded_mlp(kOptions), PipelineOptions({3, 2}));

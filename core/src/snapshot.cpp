@@ -1,4 +1,4 @@
-#include "gpipe/checkpoint.h"
+#include "gpipe/snapshot.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -93,7 +93,7 @@ void restore_state(torch::optim::Optimizer& optimizer, const torch::Tensor& p,
   std::unique_ptr<torch::optim::OptimizerParamState> state;
   const std::string kind = optimizer_kind(optimizer);
   auto require = [&](bool ok, const char* expected) {
-    GPIPE_CHECK(ok, ConfigError, "the checkpoint's optimizer state of '", name,
+    GPIPE_CHECK(ok, ConfigError, "the snapshot's optimizer state of '", name,
                 "' does not fit this run's ", kind, " optimizer (expected ", expected,
                 "); resume with the optimizer it was saved with, or fine-tune from it");
   };
@@ -139,7 +139,7 @@ void write_archive(torch::serialize::OutputArchive& archive, const fs::path& pat
     if (!out.good()) error = errno != 0 ? errno : EIO;
   }
   out.close();
-  GPIPE_CHECK(error == 0, Error, "cannot write checkpoint shard '", path.string(),
+  GPIPE_CHECK(error == 0, Error, "cannot write snapshot shard '", path.string(),
               "': ", std::strerror(error));
 }
 
@@ -200,7 +200,7 @@ void save_stage_shards(Pipeline& pipeline, const std::string& dir) {
 
 LoadReport load_stage_shards(Pipeline& pipeline, const std::string& dir,
                              const LoadOptions& options) {
-  GPIPE_CHECK(fs::is_directory(dir), ConfigError, "checkpoint folder '", dir, "' does not exist");
+  GPIPE_CHECK(fs::is_directory(dir), ConfigError, "snapshot folder '", dir, "' does not exist");
   // Every tensor of every shard, by name.
   std::map<std::string, torch::Tensor> saved;
   int shards = 0;
@@ -216,8 +216,8 @@ LoadReport load_stage_shards(Pipeline& pipeline, const std::string& dir,
       archive.read("names", names);
     } catch (const std::exception& e) {
       throw InputError(
-          c10::str("checkpoint shard '", entry.path().string(),
-                   "' is corrupt or not a gpipe checkpoint: ", error_message(e).substr(0, 200)));
+          c10::str("snapshot shard '", entry.path().string(),
+                   "' is corrupt or not a gpipe snapshot: ", error_message(e).substr(0, 200)));
     }
     GPIPE_CHECK(format.isString() && format.toStringRef() == kFormat, InputError, "'",
                 entry.path().string(), "' is not a gpipe stage shard (format ",
@@ -230,11 +230,11 @@ LoadReport load_stage_shards(Pipeline& pipeline, const std::string& dir,
         saved[list.get(t).toStringRef()] = value;
       }
     } catch (const std::exception& e) {
-      throw InputError(c10::str("checkpoint shard '", entry.path().string(),
+      throw InputError(c10::str("snapshot shard '", entry.path().string(),
                                 "' is corrupt: ", error_message(e).substr(0, 200)));
     }
   }
-  GPIPE_CHECK(shards > 0, ConfigError, "checkpoint folder '", dir, "' holds no stage-*.pt shard");
+  GPIPE_CHECK(shards > 0, ConfigError, "snapshot folder '", dir, "' holds no stage-*.pt shard");
 
   LoadReport report;
   torch::NoGradGuard no_grad;
@@ -242,11 +242,11 @@ LoadReport load_stage_shards(Pipeline& pipeline, const std::string& dir,
   const auto named = pipeline.named_parameters();
   for (const auto& [name, p] : named) {
     auto it = saved.find("param:" + name);
-    GPIPE_CHECK(it != saved.end(), ConfigError, "the checkpoint in '", dir, "' has no parameter '",
+    GPIPE_CHECK(it != saved.end(), ConfigError, "the snapshot in '", dir, "' has no parameter '",
                 name, "': it was saved from another model or configuration");
     if (it->second.sizes() != p.sizes()) {
       GPIPE_CHECK(options.skip_mismatched_shapes(), ConfigError, "parameter '", name,
-                  "' has shape ", p.sizes(), " but the checkpoint in '", dir, "' holds ",
+                  "' has shape ", p.sizes(), " but the snapshot in '", dir, "' holds ",
                   it->second.sizes(), ": it was saved from another model or configuration");
       report.skipped.push_back(name);
       continue;
@@ -273,11 +273,11 @@ LoadReport load_stage_shards(Pipeline& pipeline, const std::string& dir,
   for (const auto& [name, b] : pipeline.named_buffers()) {
     if (!b.defined()) continue;
     auto it = saved.find("buffer:" + name);
-    GPIPE_CHECK(it != saved.end(), ConfigError, "the checkpoint in '", dir, "' has no buffer '",
-                name, "': it was saved from another model or configuration");
+    GPIPE_CHECK(it != saved.end(), ConfigError, "the snapshot in '", dir, "' has no buffer '", name,
+                "': it was saved from another model or configuration");
     if (it->second.sizes() != b.sizes()) {
       GPIPE_CHECK(options.skip_mismatched_shapes(), ConfigError, "buffer '", name, "' has shape ",
-                  b.sizes(), " but the checkpoint holds ", it->second.sizes());
+                  b.sizes(), " but the snapshot holds ", it->second.sizes());
       report.skipped.push_back(name);
       continue;
     }
