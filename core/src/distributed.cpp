@@ -1,6 +1,7 @@
 // Context: rendezvous through a TCPStore, the Gloo/NCCL process groups (world, pipeline,
-// data-parallel), rank registration and the heartbeat watchdog that names a lost rank. The
-// collectives a step needs are collectives.cpp; the data path is process_group_transport.cpp.
+// data-parallel) and rank registration. The heartbeat watchdog that names a lost rank is
+// watchdog.cpp; the collectives a step needs are collectives.cpp; the data path is
+// process_group_transport.cpp.
 #include "gpipe/distributed.h"
 
 #include <arpa/inet.h>
@@ -12,9 +13,10 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include <algorithm>
 #include <cstdlib>
 #include <set>
+
+#include "store_keys.h"
 
 #if defined(GPIPE_WITH_CUDA) && defined(USE_C10D_NCCL)
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -23,7 +25,9 @@
 namespace gpipe::distributed {
 namespace {
 
-constexpr const char* kAbortKey = "gpipe/abort";
+using store_keys::bytes_to_string;
+using store_keys::kAbortKey;
+using store_keys::string_to_bytes;
 
 int env_int(const char* name, int fallback, bool required) {
   const char* value = std::getenv(name);
@@ -38,14 +42,6 @@ int env_int(const char* name, int fallback, bool required) {
   GPIPE_CHECK(end != nullptr && *end == '\0', ConfigError, name, "='", value,
               "' is not an integer");
   return static_cast<int>(parsed);
-}
-
-std::string bytes_to_string(const std::vector<uint8_t>& bytes) {
-  return std::string(bytes.begin(), bytes.end());
-}
-
-std::vector<uint8_t> string_to_bytes(const std::string& text) {
-  return std::vector<uint8_t>(text.begin(), text.end());
 }
 
 // The local address on the route to `host`: the address Gloo should listen on so that the
@@ -261,139 +257,6 @@ void Context::register_rank() {
           missing.front());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-}
-
-void Context::watch() {
-  std::vector<int64_t> last(env_.world_size, -1);
-  std::vector<std::chrono::steady_clock::time_point> changed(env_.world_size,
-                                                             std::chrono::steady_clock::now());
-  auto next_check = std::chrono::steady_clock::now();
-  while (!stopping_) {
-    try {
-      watch_store_->add(c10::str("gpipe/heartbeat/", env_.rank), 1);
-      if (!aborted_ && watch_store_->check({kAbortKey})) {
-        record_abort(bytes_to_string(watch_store_->get(kAbortKey)));
-      }
-      const auto now = std::chrono::steady_clock::now();
-      if (!aborted_ && now >= next_check) {
-        next_check = now + std::chrono::seconds(1);
-        for (int r = 0; r < env_.world_size; ++r) {
-          const int64_t beats = watch_store_->add(c10::str("gpipe/heartbeat/", r), 0);
-          if (beats != last[r]) {
-            last[r] = beats;
-            changed[r] = now;
-          } else if (r != env_.rank && now - changed[r] > options_.timeout() &&
-                     !watch_store_->check({c10::str("gpipe/done")})) {
-            const std::string why =
-                c10::str(describe(r), " was lost: its heartbeat stopped ",
-                         std::chrono::duration<double>(now - changed[r]).count(),
-                         " s ago (detected by ", describe(env_.rank), ")");
-            record_abort(
-                bytes_to_string(watch_store_->compareSet(kAbortKey, {}, string_to_bytes(why))));
-          }
-        }
-      }
-    } catch (const std::exception& e) {
-      if (stopping_) return;
-      record_abort(c10::str(describe(0),
-                            " was lost: the rendezvous store it hosts stopped "
-                            "answering (",
-                            error_message(e).substr(0, 200), ")"));
-    }
-    std::this_thread::sleep_for(options_.heartbeat());
-  }
-}
-
-void Context::record_abort(const std::string& why) {
-  std::function<void(const std::string&)> handler;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (aborted_) return;
-    abort_reason_ = why;
-    aborted_ = true;
-    handler = abort_handler_;
-  }
-  if (handler) handler(why);
-}
-
-void Context::set_abort_handler(std::function<void(const std::string&)> handler) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  abort_handler_ = std::move(handler);
-}
-
-bool Context::aborted(std::string* why) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (why != nullptr) *why = abort_reason_;
-  return aborted_;
-}
-
-std::string Context::abort_reason() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return abort_reason_;
-}
-
-std::vector<int> Context::stale_ranks() {
-  // A rank whose counter does not move over four heartbeats is stale. A live rank starved of CPU
-  // can miss that window too, so while more than one looks stale they are watched a while
-  // longer: a dead rank never beats again.
-  auto beats = [&](int r) { return store_->add(c10::str("gpipe/heartbeat/", r), 0); };
-  std::vector<int64_t> before;
-  for (int r = 0; r < env_.world_size; ++r)
-    before.push_back(beats(r));
-  std::vector<int> stale;
-  for (int round = 0; round < 5; ++round) {
-    std::this_thread::sleep_for(options_.heartbeat() * 4);
-    stale.clear();
-    for (int r = 0; r < env_.world_size; ++r) {
-      if (r != env_.rank && beats(r) == before[r]) stale.push_back(r);
-    }
-    if (stale.size() <= 1) break;
-  }
-  return stale;
-}
-
-void Context::fail(const std::string& what, int suspect) {
-  std::string reason;
-  int lost = suspect;
-  try {
-    if (store_->check({kAbortKey})) {
-      reason = bytes_to_string(store_->get(kAbortKey));
-    } else {
-      const auto stale = stale_ranks();
-      if (!stale.empty() && std::find(stale.begin(), stale.end(), suspect) == stale.end()) {
-        lost = stale.front();
-      }
-      const std::string mine =
-          lost >= 0 ? c10::str(describe(lost), " was lost (", describe(env_.rank), ": ", what, ")")
-                    : c10::str(describe(env_.rank), ": ", what);
-      reason = bytes_to_string(store_->compareSet(kAbortKey, {}, string_to_bytes(mine)));
-    }
-  } catch (const std::exception&) {
-    lost = 0;
-    reason = c10::str(describe(0), " was lost: the rendezvous store it hosts is gone (",
-                      describe(env_.rank), ": ", what, ")");
-  }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!aborted_) {
-      abort_reason_ = reason;
-      aborted_ = true;
-    }
-  }
-  throw DistributedError(reason, lost);
-}
-
-void Context::linger_for_peers() const {
-  if (env_.rank == 0) std::this_thread::sleep_for(options_.heartbeat() * 6);
-}
-
-void Context::announce_failure(const std::string& what) {
-  try {
-    const std::string why = c10::str(describe(env_.rank), " failed: ", what);
-    record_abort(bytes_to_string(store_->compareSet(kAbortKey, {}, string_to_bytes(why))));
-  } catch (const std::exception&) {
-    // The store is gone too; the peers will notice the silence.
   }
 }
 

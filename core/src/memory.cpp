@@ -143,6 +143,12 @@ class MeteredCpuAllocator final : public c10::Allocator {
 
 std::atomic<bool> g_installed{false};
 
+// Serialises opening and closing windows (allocations never take it).
+std::mutex& window_mutex() {
+  static auto* mutex = new std::mutex();  // never destroyed, like the counters
+  return *mutex;
+}
+
 int slot_of(const DeviceSpec& device) {
   if (device.is_cuda() || device.index < 0 || device.index >= kDeviceSlots) return kHostSlot;
   return device.index;
@@ -190,11 +196,6 @@ DeviceStats stats(const DeviceSpec& device) {
 
 DeviceStats host_stats() {
   return read(kHostSlot);
-}
-
-std::mutex& window_mutex() {
-  static auto* mutex = new std::mutex();  // never destroyed, like the counters
-  return *mutex;
 }
 
 PeakWindow::PeakWindow(const DeviceSpec& device) : device_(device) {
