@@ -83,9 +83,10 @@ case "$case_name" in
       pid=$!
       # Once it saves (start-up time varies with the build and the load): odd trials pick a
       # random moment of the next second, which holds a few steps and their saves; even trials
-      # wait for the next save to begin and pick a random moment of its first 50 ms, so that
+      # wait for the next save to begin and pick a random moment of its first 10 ms, so that
       # kills inside a save do not depend on how compute and writing share this machine's time
-      # (under ASan, beside another test, a second can hold few saves).
+      # (under ASan, beside another test, a second holds few saves, and a save can be over in
+      # tens of milliseconds).
       for _ in $(seq 1 3600); do
         grep -q "saved" trial.log && break
         kill -0 "$pid" 2>/dev/null || break
@@ -97,7 +98,7 @@ case "$case_name" in
           kill -0 "$pid" 2>/dev/null || break
           sleep 0.005
         done
-        sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", 0.05 * r / 32767 }')"
+        sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", 0.01 * r / 32767 }')"
       else
         sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", r / 32767 }')"
       fi
