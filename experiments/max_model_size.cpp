@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
         GPIPE_CHECK(batch >= 1, ConfigError, "--batch must be >= 1, got ", batch);
         model.batch = batch;
       }
-      if (tables::searches_filters(model.base.name)) {
+      if (tables::is_amoebanet(model.base.name)) {
         if (!amoeba_layers.empty())
           model.layers = cli::parse_ints(amoeba_layers, "--amoebanet-layers");
         if (!amoeba_filters.empty()) {

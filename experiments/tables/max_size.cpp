@@ -119,7 +119,7 @@ std::vector<std::vector<models::ModelConfig>> size_families(const MaxSizeModel& 
                                                             const SizeConfig& config) {
   std::vector<std::vector<models::ModelConfig>> families;
   check_paper_model("max_model_size", model.base.name);
-  const bool amoeba = searches_filters(model.base.name);
+  const bool amoeba = is_amoebanet(model.base.name);
   int64_t most_layers = 0;
   auto layers_of = [](const models::ModelConfig& c) { return models::make_model(c)->num_layers(); };
   if (amoeba) {
@@ -154,12 +154,8 @@ std::vector<std::vector<models::ModelConfig>> size_families(const MaxSizeModel& 
   return families;
 }
 
-bool searches_filters(const std::string& model) {
-  return models::model_entry(model).family == models::ModelFamily::kAmoebaNet;
-}
-
 std::string size_label(const models::ModelConfig& config) {
-  if (searches_filters(config.name)) {
+  if (is_amoebanet(config.name)) {
     return c10::str("(", config.layers, ", ", config.filters, ")");
   }
   return std::to_string(config.layers);
@@ -182,7 +178,7 @@ void validate(const MaxSizeOptions& options, int64_t machine_bytes) {
     GPIPE_CHECK(model.batch % options.chunks == 0, ConfigError, "--chunks ", options.chunks,
                 " must divide the mini-batch N=", model.batch, " of ", model.base.name);
     GPIPE_CHECK(!model.layers.empty(), ConfigError, model.base.name, ": no L to search");
-    GPIPE_CHECK(!searches_filters(model.base.name) || !model.filters.empty(), ConfigError,
+    GPIPE_CHECK(!is_amoebanet(model.base.name) || !model.filters.empty(), ConfigError,
                 model.base.name, ": no D to search");
     for (const auto& name : options.configs)
       size_families(model, parse_size_config(name));

@@ -66,9 +66,6 @@ MaxSizeOptions max_size_preset(const std::string& name);
 std::vector<std::vector<models::ModelConfig>> size_families(const MaxSizeModel& model,
                                                             const SizeConfig& config);
 
-// Whether the search grows D as well as L: AmoebaNet's sizes are (L, D), the others' L.
-bool searches_filters(const std::string& model);
-
 // "(L, D)" for AmoebaNet, "L" for Transformer-L.
 std::string size_label(const models::ModelConfig& config);
 

@@ -28,33 +28,33 @@ nlohmann::json to_json(const MaxSizeResult& result) {
                {"peak_activation_memory_gb", r.paper->activation_gb},
                {"hardware", paper_table1_hardware(r.model)}};
     }
-    rows.push_back({{"model", r.model},
-                    {"config", r.config},
-                    {"partitions", r.partitions},
-                    {"chunks", r.chunks},
-                    {"checkpoint", r.checkpoint},
-                    {"budget_bytes", r.budget_bytes},
-                    {"size", r.size},
-                    {"layers", r.chosen.layers},
-                    {"filters", searches_filters(r.model) ? nlohmann::json(r.chosen.filters)
-                                                          : nlohmann::json()},
-                    {"parameters", r.parameters},
-                    {"parameter_bytes", r.parameter_bytes},
-                    {"state_bytes", r.state_bytes()},
-                    {"peak_activation_bytes", r.peak_activation_bytes()},
-                    {"peak_bytes_per_device", r.peak_bytes_per_device},
-                    {"state_bytes_per_device", r.state_bytes_per_device},
-                    {"peak_activation_bytes_per_device", r.peak_activation_bytes_per_device},
-                    {"predicted_bytes_per_device", r.predicted_bytes_per_device},
-                    {"calibration_scale", r.scale},
-                    {"balance", r.balance},
-                    {"search", search},
-                    {"paper", paper}});
+    rows.push_back(
+        {{"model", r.model},
+         {"config", r.config},
+         {"partitions", r.partitions},
+         {"chunks", r.chunks},
+         {"checkpoint", r.checkpoint},
+         {"budget_bytes", r.budget_bytes},
+         {"size", r.size},
+         {"layers", r.chosen.layers},
+         {"filters", is_amoebanet(r.model) ? nlohmann::json(r.chosen.filters) : nlohmann::json()},
+         {"parameters", r.parameters},
+         {"parameter_bytes", r.parameter_bytes},
+         {"state_bytes", r.state_bytes()},
+         {"peak_activation_bytes", r.peak_activation_bytes()},
+         {"peak_bytes_per_device", r.peak_bytes_per_device},
+         {"state_bytes_per_device", r.state_bytes_per_device},
+         {"peak_activation_bytes_per_device", r.peak_activation_bytes_per_device},
+         {"predicted_bytes_per_device", r.predicted_bytes_per_device},
+         {"calibration_scale", r.scale},
+         {"balance", r.balance},
+         {"search", search},
+         {"paper", paper}});
   }
   nlohmann::json models = nlohmann::json::array();
   for (const auto& m : o.models) {
     nlohmann::json knobs = {{"model", m.base.name}, {"batch", m.batch}, {"layers", m.layers}};
-    if (searches_filters(m.base.name)) {
+    if (is_amoebanet(m.base.name)) {
       knobs.update({{"filters", m.filters},
                     {"image_size", m.base.image_size},
                     {"channels", m.base.channels},
@@ -100,7 +100,7 @@ std::string to_csv(const MaxSizeResult& result) {
     for (int64_t b : r.peak_bytes_per_device)
       peaks.push_back(std::to_string(b));
     table.add_row({r.model, r.config, r.size, std::to_string(r.chosen.layers),
-                   searches_filters(r.model) ? std::to_string(r.chosen.filters) : "",
+                   is_amoebanet(r.model) ? std::to_string(r.chosen.filters) : "",
                    std::to_string(r.parameters), std::to_string(r.parameter_bytes),
                    std::to_string(r.state_bytes()), std::to_string(r.peak_activation_bytes()),
                    c10::Join(";", peaks), c10::Join("+", r.balance), std::to_string(r.budget_bytes),
@@ -135,7 +135,7 @@ std::string to_markdown(const MaxSizeResult& result) {
       << ", image 224, mini-batch 128; Transformer-L: " << paper_table1_hardware("transformer-l")
       << ", pipeline-1/8/32/128 only), not ours.\n\n";
   for (const auto& m : o.models) {
-    const bool amoeba = searches_filters(m.base.name);
+    const bool amoeba = is_amoebanet(m.base.name);
     out << "## " << (amoeba ? "AmoebaNet-D (L, D)" : "Transformer-L") << "\n\n";
     if (amoeba) {
       out << m.base.image_size << "x" << m.base.image_size << "x" << m.base.channels << " images, "

@@ -27,12 +27,11 @@ std::optional<size_t> index_of(const std::array<int64_t, 3>& values, int64_t val
   return std::nullopt;
 }
 
-// The paper's AmoebaNet figures are AmoebaNet-D's; is_paper_model tells which models have any.
+}  // namespace
+
 bool is_amoebanet(const std::string& model) {
   return models::model_entry(model).family == models::ModelFamily::kAmoebaNet;
 }
-
-}  // namespace
 
 bool is_paper_model(const std::string& model) {
   const auto* entry = models::find_model(model);

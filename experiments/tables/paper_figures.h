@@ -26,6 +26,9 @@ bool is_paper_model(const std::string& model);
 std::vector<std::string> paper_models();
 // Throws ConfigError naming `flag`, the model and the paper's models unless is_paper_model.
 void check_paper_model(const std::string& flag, const std::string& model);
+// Of the AmoebaNet family: its sizes are (L, D) (a size search grows D as well as L) and its
+// paper figures are AmoebaNet-D's. Throws ConfigError for an unknown model.
+bool is_amoebanet(const std::string& model);
 
 // Table 2 (TPU): the paper's normalised throughput at (K, M), K in {2, 4, 8}, M in {1, 4, 32};
 // nullopt for any other (model, K, M).
