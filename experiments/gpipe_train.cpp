@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/cli.h"
+#include "gpipe/models/model_flags.h"
 #include "gpipe/timeline.h"
 #include "train/trainer.h"
 
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
 
   return train::run_with_presets(app, argc, argv, [&] {
     spdlog::set_level(spdlog::level::from_str(options.log_level));
+    models::warn_ignored_model_flags(app, options.model);
     train::Trainer trainer(options);
     try {
       const auto result = [&] {

@@ -5,6 +5,7 @@
 
 #include "common/cli.h"
 #include "gpipe/errors.h"
+#include "gpipe/models/model_flags.h"
 
 #ifndef GPIPE_PRESETS_DIR
 #define GPIPE_PRESETS_DIR "experiments/presets"
@@ -50,32 +51,10 @@ nlohmann::json TrainOptions::to_json() const {
 void add_train_flags(CLI::App& app, TrainOptions& o) {
   // A flag given twice takes its last value, so wrappers can append overrides.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  auto& m = o.model;
   auto opt = [&](const char* group, const std::string& name, auto& value, const std::string& help) {
     return app.add_option(name, value, help)->capture_default_str()->group(group);
   };
-  const char* model = "Model";
-  opt(model, "--model", m.name, "mlp | sleep | amoebanet-d | amoebanet-b | transformer-l");
-  opt(model, "--layers", m.layers,
-      "AmoebaNet: normal cells L; Transformer-L: layers; mlp: hidden layers");
-  opt(model, "--filters", m.filters, "AmoebaNet: filters D (a multiple of 16)");
-  opt(model, "--classes", m.classes, "output classes (a real dataset sets them)");
-  opt(model, "--image-size", m.image_size, "input image size (square); the data is resized to it");
-  opt(model, "--channels", m.channels, "input channels (a real dataset sets them)");
-  opt(model, "--stem-stride", m.stem_stride,
-      "AmoebaNet stem stride: 2 (ImageNet) or 1 (keeps small images' resolution)");
-  opt(model, "--d-model", m.d_model, "Transformer-L model dimension");
-  opt(model, "--ffn", m.ffn, "Transformer-L feed-forward dimension");
-  opt(model, "--heads", m.heads, "Transformer-L attention heads");
-  opt(model, "--vocab", m.vocab, "Transformer-L vocabulary");
-  opt(model, "--seq-len", m.seq_len, "Transformer-L sequence length");
-  opt(model, "--dropout", m.dropout, "dropout probability");
-  opt(model, "--drop-path", m.drop_path, "AmoebaNet drop-path probability");
-  opt(model, "--width", m.width, "mlp hidden width");
-  opt(model, "--in-features", m.in_features, "mlp/sleep input features");
-  app.add_flag("--batch-norm", m.batch_norm, "mlp: BatchNorm after each hidden Linear")
-      ->group(model);
-  opt(model, "--layer-ms", m.layer_ms, "sleep model: forward ms per layer (backward 2x)");
+  models::add_model_flags(app, o.model, "Model");
 
   const char* data = "Data";
   opt(data, "--dataset", o.dataset,

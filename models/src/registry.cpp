@@ -1,6 +1,8 @@
 // make_model: ModelConfig -> the builder of the named model.
 #include "gpipe/models/registry.h"
 
+#include <algorithm>
+
 #include "gpipe/errors.h"
 #include "gpipe/models/amoebanet.h"
 #include "gpipe/models/mlp.h"
@@ -119,25 +121,43 @@ SampleBatch sample_batch(const ModelConfig& config, int64_t batch_size, uint64_t
   return make_model(config)->sample_batch(batch_size, seed);
 }
 
+std::string Knob::flag() const {
+  std::string out = "--" + name;
+  std::replace(out.begin() + 2, out.end(), '_', '-');
+  return out;
+}
+
+const std::vector<Knob>& model_knobs() {
+  using C = ModelConfig;
+  static const std::vector<Knob> knobs{
+      {"layers", "normal cells L (AmoebaNet), decoder layers (Transformer-L), hidden layers (mlp)",
+       &C::layers},
+      {"filters", "filters D, a multiple of 16", &C::filters},
+      {"classes", "output classes (a real dataset sets them)", &C::classes},
+      {"image_size", "input image size (square); the data is resized to it", &C::image_size},
+      {"channels", "input channels (a real dataset sets them)", &C::channels},
+      {"stem_stride", "stem stride: 2 (ImageNet) or 1 (keeps small images' resolution)",
+       &C::stem_stride},
+      {"d_model", "model dimension", &C::d_model},
+      {"ffn", "feed-forward dimension", &C::ffn},
+      {"heads", "attention heads", &C::heads},
+      {"vocab", "vocabulary", &C::vocab},
+      {"seq_len", "sequence length", &C::seq_len},
+      {"dropout", "dropout probability", &C::dropout},
+      {"drop_path", "drop-path probability", &C::drop_path},
+      {"width", "hidden width", &C::width},
+      {"in_features", "input features", &C::in_features},
+      {"batch_norm", "BatchNorm after each hidden Linear", &C::batch_norm},
+      {"layer_ms", "forward ms per layer (backward 2x)", &C::layer_ms},
+  };
+  return knobs;
+}
+
 nlohmann::json to_json(const ModelConfig& m) {
-  return {{"name", m.name},
-          {"layers", m.layers},
-          {"filters", m.filters},
-          {"classes", m.classes},
-          {"image_size", m.image_size},
-          {"channels", m.channels},
-          {"stem_stride", m.stem_stride},
-          {"d_model", m.d_model},
-          {"ffn", m.ffn},
-          {"heads", m.heads},
-          {"vocab", m.vocab},
-          {"seq_len", m.seq_len},
-          {"dropout", m.dropout},
-          {"drop_path", m.drop_path},
-          {"width", m.width},
-          {"in_features", m.in_features},
-          {"batch_norm", m.batch_norm},
-          {"layer_ms", m.layer_ms}};
+  nlohmann::json out{{"name", m.name}};
+  for (const auto& knob : model_knobs())
+    std::visit([&](auto field) { out[knob.name] = m.*field; }, knob.field);
+  return out;
 }
 
 nlohmann::json knobs_json(const ModelConfig& config) {

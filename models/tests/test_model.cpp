@@ -1,12 +1,16 @@
 // ModelBuilder: layer-by-layer building that gives the weights of a whole build, counting, and
-// the sample batches, for every model of the registry, and the registry entries tools rely on.
+// the sample batches, for every model of the registry, and the registry entries and model flags
+// tools rely on.
 #include <gtest/gtest.h>
+
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <functional>
 #include <map>
 
 #include "gpipe/errors.h"
+#include "gpipe/models/model_flags.h"
 #include "gpipe/models/registry.h"
 #include "model_test_util.h"
 
@@ -191,6 +195,8 @@ TEST(Registry, KnobsAModelDoesNotListLeaveItUnchanged) {
       {"batch_norm", [](ModelConfig& c) { c.batch_norm = !c.batch_norm; }},
       {"layer_ms", [](ModelConfig& c) { c.layer_ms += 1; }},
   };
+  // The perturbations cover every knob of the table.
+  ASSERT_EQ(perturb.size(), model_knobs().size());
   auto fingerprint = [](const ModelConfig& c) {
     const auto builder = make_model(c);
     const auto batch = builder->sample_batch(2, 0);
@@ -212,12 +218,51 @@ TEST(Registry, KnobsAModelDoesNotListLeaveItUnchanged) {
     const auto reference = fingerprint(base);
     for (const auto& [knob, change] : perturb) {
       ASSERT_TRUE(to_json(base).contains(knob)) << knob;
+      int64_t in_table = 0;
+      for (const auto& k : model_knobs())
+        in_table += k.name == knob ? 1 : 0;
+      ASSERT_EQ(in_table, 1) << knob;
       if (std::find(entry.knobs.begin(), entry.knobs.end(), knob) != entry.knobs.end()) continue;
       auto config = base;
       change(config);
       EXPECT_EQ(fingerprint(config), reference) << entry.name << " changed with " << knob;
     }
   }
+}
+
+TEST(ModelFlags, EveryKnobIsAFlagThatNamesTheModelsReadingIt) {
+  ModelConfig config;
+  CLI::App app;
+  add_model_flags(app, config);
+  for (const auto& knob : model_knobs()) {
+    const auto* option = app.get_option(knob.flag());
+    ASSERT_NE(option, nullptr) << knob.flag();
+    EXPECT_NE(option->get_description().find("[" + models_reading(knob.name) + "]"),
+              std::string::npos)
+        << option->get_description();
+  }
+  EXPECT_EQ(models_reading("filters"), "amoebanet-d, amoebanet-b");
+  EXPECT_EQ(models_reading("layers"), "mlp, sleep, amoebanet-d, amoebanet-b, transformer-l");
+  EXPECT_EQ(model_knobs()[6].flag(), "--d-model");
+}
+
+TEST(ModelFlags, ParseIntoTheConfigAndReportFlagsTheModelIgnores) {
+  ModelConfig config;
+  CLI::App app;
+  add_model_flags(app, config);
+  app.parse("--model mlp --width 7 --batch-norm --filters 32", /*program_name_included=*/false);
+  EXPECT_EQ(config.name, "mlp");
+  EXPECT_EQ(config.width, 7);
+  EXPECT_TRUE(config.batch_norm);
+  EXPECT_EQ(config.filters, 32);
+  const auto ignored = ignored_model_flags(app, config);
+  ASSERT_EQ(ignored.size(), 1u);
+  EXPECT_EQ(ignored.front()->name, "filters");
+
+  ModelConfig other;
+  CLI::App strict;
+  add_model_flags(strict, other);
+  EXPECT_THROW(strict.parse("--model resnet", false), CLI::ValidationError);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@
 
 #include "gpipe/errors.h"
 #include "gpipe/exit_codes.h"
-#include "gpipe/models/registry.h"
+#include "gpipe/models/model_flags.h"
 #include "gpipe/partition.h"
 #include "gpipe/pipeline.h"
 #include "gpipe/profile.h"
@@ -51,23 +51,7 @@ int main(int argc, char** argv) {
   bool verify_by_building = false;
 
   CLI::App app{"Parameter count, per-layer table and pipeline balance of a model"};
-  app.add_option("--model", config.name, "Model")
-      ->check(CLI::IsMember(models::model_names()))
-      ->capture_default_str();
-  app.add_option("--layers", config.layers, "L: normal cells / Transformer layers / hidden layers")
-      ->capture_default_str();
-  app.add_option("--filters", config.filters, "AmoebaNet D")->capture_default_str();
-  app.add_option("--classes", config.classes, "Output classes")->capture_default_str();
-  app.add_option("--image-size", config.image_size, "AmoebaNet image side")->capture_default_str();
-  app.add_option("--channels", config.channels, "AmoebaNet input channels")->capture_default_str();
-  app.add_option("--d-model", config.d_model, "Transformer model dimension")->capture_default_str();
-  app.add_option("--ffn", config.ffn, "Transformer feed-forward dimension")->capture_default_str();
-  app.add_option("--heads", config.heads, "Transformer attention heads")->capture_default_str();
-  app.add_option("--vocab", config.vocab, "Transformer vocabulary")->capture_default_str();
-  app.add_option("--seq-len", config.seq_len, "Transformer sequence length")->capture_default_str();
-  app.add_option("--width", config.width, "MLP width")->capture_default_str();
-  app.add_option("--in-features", config.in_features, "MLP / sleep input features")
-      ->capture_default_str();
+  models::add_model_flags(app, config);
   app.add_option("--init-seed", config.init_seed, "Initialisation seed")->capture_default_str();
   app.add_option("--partitions", partitions, "K: pipeline stages to balance")
       ->check(CLI::PositiveNumber)
@@ -87,6 +71,7 @@ int main(int argc, char** argv) {
   if (const auto code = gpipe::parse_command_line(app, argc, argv)) return *code;
 
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+  models::warn_ignored_model_flags(app, config);
   try {
     const auto start = std::chrono::steady_clock::now();
     const auto builder = models::make_model(config);

@@ -12,6 +12,7 @@
 
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "gpipe/models/model.h"
@@ -57,6 +58,21 @@ struct ModelConfig {
   uint64_t init_seed = 0;
 };
 
+// One field of ModelConfig as the tools see it: its JSON name (its flag is that name with '-' for
+// '_'), what it means and where it lives. model_knobs() lists every field, so the flags
+// (model_flags.h), to_json and ModelEntry::knobs are all made from one table.
+struct Knob {
+  std::string name;
+  std::string help;
+  std::variant<int64_t ModelConfig::*, double ModelConfig::*, bool ModelConfig::*> field;
+
+  // "--d-model" for "d_model".
+  std::string flag() const;
+};
+
+// Every knob, in ModelConfig order (init_seed is not one: it is the run's seed).
+const std::vector<Knob>& model_knobs();
+
 // The kinds of model the tools treat differently: how a size is written ("(L, D)" for AmoebaNet,
 // "L" otherwise), which knobs a size search varies, which of the paper's figures apply.
 enum class ModelFamily { kMlp, kSleep, kAmoebaNet, kTransformer };
@@ -70,7 +86,7 @@ struct ModelEntry {
   std::string default_optimizer;
   // One of the two models of the paper's Tables 1-3 (AmoebaNet-D, Transformer-L).
   bool in_paper_tables = false;
-  // The ModelConfig fields the model reads, by their to_json names.
+  // The knobs the model reads, by name: the model's own flags and JSON.
   std::vector<std::string> knobs;
   std::unique_ptr<ModelBuilder> (*make)(const ModelConfig&) = nullptr;
 };

@@ -1,0 +1,35 @@
+// The model flags every tool takes: --model and one flag per knob of the registry.
+//
+// Why this file exists: gpipe_train, gpipe_plan, accuracy_table and model_info all take a model
+// on the command line. Declaring the flags in each tool let them drift (model_info lacked
+// --batch-norm, which changes the parameter count). Here the flags come from the registry's knob
+// table, each flag's help names the models that read it, and a tool can tell the user which of
+// the flags given the chosen model ignores.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "gpipe/models/registry.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace gpipe::models {
+
+// Adds --model (one of model_names()) and one flag per knob (model_knobs()) to `app`, in the
+// help group `group`, writing into `config`. Each flag shows its default.
+void add_model_flags(CLI::App& app, ModelConfig& config, const std::string& group = "Model");
+
+// The knobs whose flags were given (on the command line or in a config file) but that
+// config.name does not read, e.g. filters for an mlp.
+std::vector<const Knob*> ignored_model_flags(const CLI::App& app, const ModelConfig& config);
+
+// Logs a warning for each of ignored_model_flags(app, config), naming the models that read it.
+void warn_ignored_model_flags(const CLI::App& app, const ModelConfig& config);
+
+// The models that read a knob, e.g. "amoebanet-d, amoebanet-b" for "filters".
+std::string models_reading(const std::string& knob);
+
+}  // namespace gpipe::models
