@@ -86,6 +86,7 @@ MaxSizeOptions max_size_preset(const std::string& name) {
     amoeba.batch = 32;
     amoeba.layers = {3, 6, 12, 18, 24, 36};
     amoeba.filters = range(16, 512, 16);
+    amoeba.fixed_layers = 6;
     lm.base.d_model = 256;
     lm.base.ffn = 1024;
     lm.base.heads = 4;
@@ -101,6 +102,8 @@ MaxSizeOptions max_size_preset(const std::string& name) {
     amoeba.batch = 128;
     amoeba.layers = {6, 12, 18, 24, 36, 48, 72, 96};
     amoeba.filters = range(16, 1024, 16);
+    amoeba.fixed_layers = 18;
+    lm.budget_bytes = int64_t{16} << 30;
     lm.base.d_model = 2048;
     lm.base.ffn = 8192;
     lm.base.heads = 32;
@@ -123,7 +126,11 @@ std::vector<std::vector<models::ModelConfig>> size_families(const MaxSizeModel& 
   int64_t most_layers = 0;
   auto layers_of = [](const models::ModelConfig& c) { return models::make_model(c)->num_layers(); };
   if (amoeba) {
-    for (int64_t L : model.layers) {
+    auto depths = model.layers;
+    if (model.fixed_layers > 0 && config.partitions < model.grow_depth_from) {
+      depths = {model.fixed_layers};
+    }
+    for (int64_t L : depths) {
       std::vector<models::ModelConfig> family;
       for (int64_t D : model.filters) {
         auto c = model.base;
@@ -161,6 +168,10 @@ std::string size_label(const models::ModelConfig& config) {
   return std::to_string(config.layers);
 }
 
+int64_t MaxSizeOptions::budget_for(const MaxSizeModel& model) const {
+  return model.budget_bytes > 0 ? model.budget_bytes : budget_bytes;
+}
+
 void validate(const MaxSizeOptions& options, int64_t machine_bytes) {
   GPIPE_CHECK(options.budget_bytes > 0, ConfigError, "--memory-budget must be > 0");
   GPIPE_CHECK(!options.configs.empty(), ConfigError, "no configurations to search");
@@ -180,15 +191,20 @@ void validate(const MaxSizeOptions& options, int64_t machine_bytes) {
     GPIPE_CHECK(!model.layers.empty(), ConfigError, model.base.name, ": no L to search");
     GPIPE_CHECK(!is_amoebanet(model.base.name) || !model.filters.empty(), ConfigError,
                 model.base.name, ": no D to search");
+    GPIPE_CHECK(model.fixed_layers >= 0, ConfigError, "--amoebanet-fixed-layers must be >= 0, got ",
+                model.fixed_layers);
     for (const auto& name : options.configs)
       size_families(model, parse_size_config(name));
   }
+  int64_t largest_budget = options.budget_bytes;
+  for (const auto& model : options.models)
+    largest_budget = std::max(largest_budget, options.budget_for(model));
   if (machine_bytes > 0) {
-    const double needed = static_cast<double>(options.budget_bytes) * most_devices;
+    const double needed = static_cast<double>(largest_budget) * most_devices;
     GPIPE_CHECK(needed <= 0.8 * static_cast<double>(machine_bytes), ConfigError, "--memory-budget ",
-                format_bytes(static_cast<double>(options.budget_bytes)), " on each of ",
-                most_devices, " devices needs ", format_bytes(needed),
-                ", more than this machine's ", format_bytes(static_cast<double>(machine_bytes)),
+                format_bytes(static_cast<double>(largest_budget)), " on each of ", most_devices,
+                " devices needs ", format_bytes(needed), ", more than this machine's ",
+                format_bytes(static_cast<double>(machine_bytes)),
                 " can hold (80%); lower the budget or drop the largest configurations");
   }
 }
@@ -214,11 +230,10 @@ MaxSizeResult run_max_size(const MaxSizeOptions& options) {
                     {"load_average_before", load_average()}};
   const int threads = options.threads > 0 ? options.threads : hardware_threads();
   const DeviceSpec profile_device = DeviceSpec::parse("cpu:0");
-  const double budget = static_cast<double>(options.budget_bytes);
-
   std::map<std::string, int64_t> parameter_cache;
   std::map<std::string, MemoryProfile> profile_cache;
   for (const auto& model : options.models) {
+    const double budget = static_cast<double>(options.budget_for(model));
     const std::string optimizer = resolve_optimizer(options.optimizer, model.base.name);
     const int64_t slots = optimizer_state_slots(optimizer);
     const int64_t micro = model.batch / options.chunks;
@@ -330,11 +345,12 @@ MaxSizeResult run_max_size(const MaxSizeOptions& options) {
       row.partitions = K;
       row.chunks = shape.chunks;
       row.checkpoint = to_string(config.pipelined ? options.checkpoint : Checkpoint::kNever);
-      row.budget_bytes = options.budget_bytes;
+      row.budget_bytes = options.budget_for(model);
       row.chosen = chosen;
       row.size = size_label(chosen);
       row.parameters = parameters(chosen);
       row.parameter_bytes = row.parameters * 4;
+      row.bytes_per_parameter = 4 * (2 + slots);
       row.balance = balance_of(chosen);
       row.peak_bytes_per_device = m.peak_bytes;
       row.state_bytes_per_device = m.state_bytes;

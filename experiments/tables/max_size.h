@@ -39,6 +39,15 @@ struct MaxSizeModel {
   // L of `layers` (ascending); `filters` unused.
   std::vector<int64_t> layers;
   std::vector<int64_t> filters;
+  // Table 1's protocol for AmoebaNet-D: configurations with fewer than `grow_depth_from`
+  // partitions (naive-1, pipeline-1, pipeline-2) keep L = fixed_layers and grow D only, as the
+  // paper's (18, 208), (18, 416), (18, 544); from pipeline-4 on every L of `layers` is searched.
+  // 0: every configuration searches every L.
+  int64_t fixed_layers = 0;
+  int64_t grow_depth_from = 4;
+  // Bytes per device for this model; 0: MaxSizeOptions::budget_bytes (the paper gives
+  // Transformer-L 16 GB TPU v3 cores and AmoebaNet-D 8 GB accelerators).
+  int64_t budget_bytes = 0;
 };
 
 struct MaxSizeOptions {
@@ -49,14 +58,19 @@ struct MaxSizeOptions {
   std::vector<MaxSizeModel> models;
   int64_t chunks = 8;                           // M of the pipeline-K configurations
   Checkpoint checkpoint = Checkpoint::kAlways;  // of the pipeline-K configurations
-  std::string optimizer = "auto";
+  // RMSProp for every row, as the paper's Table 1 (12 bytes a parameter with the gradient).
+  std::string optimizer = "rmsprop";
   int max_measurements = 6;  // measured steps per (model, configuration)
   int threads = 0;           // intra-op threads of profiles and one-device steps; 0: all
+
+  // The budget of `model`: its own, or budget_bytes.
+  int64_t budget_for(const MaxSizeModel& model) const;
 };
 
 // "quick": scaled-down images and dimensions and a budget that fit this 2-core, 24 GiB machine
-// in minutes; "paper": the paper's 8 GiB budget, 224x224 images, mini-batch 128 (AmoebaNet) and
-// d_model 2048, seq 1024, batch 32 (Transformer) - needs 8 x 8 GiB of memory. Throws ConfigError
+// in minutes (AmoebaNet's fixed depth L=6, the deepest at which naive-1 still grows D); "paper":
+// the paper's 8 GiB budget, 224x224 images, mini-batch 128 and fixed L=18 (AmoebaNet) and 16 GiB,
+// d_model 2048, seq 1024, batch 32 (Transformer) - needs 8 x 16 GiB of memory. Throws ConfigError
 // for another name.
 MaxSizeOptions max_size_preset(const std::string& name);
 
@@ -93,6 +107,9 @@ struct MaxSizeRow {
   std::string size;
   int64_t parameters = 0;
   int64_t parameter_bytes = 0;  // float32 parameters alone
+  // Parameters, gradients and optimizer state per parameter (12 for RMSProp), and that times
+  // the parameters: the paper's "parameter memory" column.
+  int64_t bytes_per_parameter = 0;
   std::vector<int64_t> balance;
   // Measured in the confirming step, per device: the peak of the whole training step, the bytes
   // held when it began (parameters, gradients, optimizer state) and the activation peak.

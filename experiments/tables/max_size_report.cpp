@@ -4,6 +4,7 @@
 #include "tables/max_size.h"
 #include "tables/paper_figures.h"
 #include "tables/report.h"
+#include "tables/workload.h"
 
 namespace gpipe::tables {
 
@@ -38,8 +39,12 @@ nlohmann::json to_json(const MaxSizeResult& result) {
          {"size", r.size},
          {"layers", r.chosen.layers},
          {"filters", is_amoebanet(r.model) ? nlohmann::json(r.chosen.filters) : nlohmann::json()},
+         {"L", r.chosen.layers},
+         {"D", is_amoebanet(r.model) ? nlohmann::json(r.chosen.filters) : nlohmann::json()},
          {"parameters", r.parameters},
          {"parameter_bytes", r.parameter_bytes},
+         {"bytes_per_parameter", r.bytes_per_parameter},
+         {"parameter_memory_bytes", r.parameters * r.bytes_per_parameter},
          {"state_bytes", r.state_bytes()},
          {"peak_activation_bytes", r.peak_activation_bytes()},
          {"peak_bytes_per_device", r.peak_bytes_per_device},
@@ -53,9 +58,14 @@ nlohmann::json to_json(const MaxSizeResult& result) {
   }
   nlohmann::json models = nlohmann::json::array();
   for (const auto& m : o.models) {
-    nlohmann::json knobs = {{"model", m.base.name}, {"batch", m.batch}, {"layers", m.layers}};
+    nlohmann::json knobs = {{"model", m.base.name},
+                            {"batch", m.batch},
+                            {"layers", m.layers},
+                            {"budget_bytes", o.budget_for(m)}};
     if (is_amoebanet(m.base.name)) {
       knobs.update({{"filters", m.filters},
+                    {"fixed_layers", m.fixed_layers},
+                    {"grow_depth_from", m.grow_depth_from},
                     {"image_size", m.base.image_size},
                     {"channels", m.base.channels},
                     {"classes", m.base.classes}});
@@ -93,8 +103,9 @@ nlohmann::json to_json(const MaxSizeResult& result) {
 
 std::string to_csv(const MaxSizeResult& result) {
   TextTable table({"model", "config", "size", "layers", "filters", "parameters", "parameter_bytes",
-                   "state_bytes", "peak_activation_bytes", "peak_bytes_per_device", "balance",
-                   "budget_bytes", "paper_size", "paper_parameters"});
+                   "bytes_per_parameter", "state_bytes", "peak_activation_bytes",
+                   "peak_bytes_per_device", "balance", "budget_bytes", "paper_size",
+                   "paper_parameters"});
   for (const auto& r : result.rows) {
     std::vector<std::string> peaks;
     for (int64_t b : r.peak_bytes_per_device)
@@ -102,8 +113,9 @@ std::string to_csv(const MaxSizeResult& result) {
     table.add_row({r.model, r.config, r.size, std::to_string(r.chosen.layers),
                    is_amoebanet(r.model) ? std::to_string(r.chosen.filters) : "",
                    std::to_string(r.parameters), std::to_string(r.parameter_bytes),
-                   std::to_string(r.state_bytes()), std::to_string(r.peak_activation_bytes()),
-                   c10::Join(";", peaks), c10::Join("+", r.balance), std::to_string(r.budget_bytes),
+                   std::to_string(r.bytes_per_parameter), std::to_string(r.state_bytes()),
+                   std::to_string(r.peak_activation_bytes()), c10::Join(";", peaks),
+                   c10::Join("+", r.balance), std::to_string(r.budget_bytes),
                    r.paper ? r.paper->size : "", r.paper ? fixed(r.paper->parameters, 0) : ""});
   }
   return table.csv();
@@ -120,13 +132,15 @@ std::string to_markdown(const MaxSizeResult& result) {
       << format_load(result.machine["load_average_before"]) << " before, "
       << format_load(result.machine["load_average_after"])
       << " after). The committed results/max_model_size.* come from results/max_model_size.sh.\n\n";
-  out << "Budget **" << format_bytes(static_cast<double>(o.budget_bytes))
-      << " per device**. naive-1: one device, the whole mini-batch at once, no "
-         "re-materialisation. pipeline-K: K CPU virtual devices, M="
+  out << "naive-1: one device, the whole mini-batch at once, no re-materialisation. pipeline-K: K "
+         "CPU virtual devices, M="
       << o.chunks << " micro-batches, re-materialisation `" << to_string(o.checkpoint)
       << "`, layers partitioned by memory (exact min-max). Optimizer `" << o.optimizer
-      << "` (auto: RMSProp for AmoebaNet, as the paper, 12 bytes per parameter with its gradient; "
-         "Adam for the Transformer, 16). Every row's figures are from a measured training step "
+      << "` for every row (RMSProp keeps 12 bytes a parameter with its gradient and state, the "
+         "paper's figure for its parameter memory column; auto would give the Transformer Adam, "
+         "16). As the paper, AmoebaNet-D's naive-1, pipeline-1 and pipeline-2 keep a fixed L and "
+         "grow D only; depth grows from pipeline-4 on. Every row's figures are from a measured "
+         "training step "
          "at that size: the memory meter's per-device peak over the whole step (forward, backward "
          "and optimizer update), the bytes held when it began (parameters, gradients, optimizer "
          "state) and the activation peak above them; the search's memory model only chooses what "
@@ -139,13 +153,21 @@ std::string to_markdown(const MaxSizeResult& result) {
     out << "## " << (amoeba ? "AmoebaNet-D (L, D)" : "Transformer-L") << "\n\n";
     if (amoeba) {
       out << m.base.image_size << "x" << m.base.image_size << "x" << m.base.channels << " images, "
-          << m.base.classes << " classes, mini-batch " << m.batch << ".\n\n";
+          << m.base.classes << " classes, mini-batch " << m.batch;
+      if (m.fixed_layers > 0) {
+        out << ", L=" << m.fixed_layers << " fixed below pipeline-" << m.grow_depth_from;
+      }
     } else {
       out << "d_model " << m.base.d_model << ", ffn " << m.base.ffn << ", " << m.base.heads
           << " heads, vocabulary " << m.base.vocab << ", sequence " << m.base.seq_len
-          << ", mini-batch " << m.batch << ".\n\n";
+          << ", mini-batch " << m.batch;
     }
-    TextTable table({"config", amoeba ? "(L, D)" : "L", "parameters", "parameter memory",
+    out << "; budget **" << format_bytes(static_cast<double>(o.budget_for(m)))
+        << " per device**.\n\n";
+    const int64_t bytes_per_parameter =
+        4 * (2 + optimizer_state_slots(resolve_optimizer(o.optimizer, m.base.name)));
+    TextTable table({"config", amoeba ? "(L, D)" : "L", "parameters",
+                     c10::str("parameter memory (", bytes_per_parameter, " B a parameter)"),
                      "parameters + gradients + optimizer state", "peak activation memory",
                      "peak per device", "balance", "paper size", "paper parameters",
                      "paper parameter memory", "paper peak activation"},
@@ -156,7 +178,7 @@ std::string to_markdown(const MaxSizeResult& result) {
       for (int64_t b : r.peak_bytes_per_device)
         peaks.push_back(format_bytes(static_cast<double>(b)));
       table.add_row({r.config, r.size, format_count(static_cast<double>(r.parameters)),
-                     format_bytes(static_cast<double>(r.parameter_bytes)),
+                     format_bytes(static_cast<double>(r.parameters * r.bytes_per_parameter)),
                      format_bytes(static_cast<double>(r.state_bytes())),
                      format_bytes(static_cast<double>(r.peak_activation_bytes())),
                      c10::Join(", ", peaks), c10::Join("+", r.balance),

@@ -142,6 +142,31 @@ TEST(MaxSizeOptions, FamiliesKeepOnlySizesWithAStagePerDevice) {
   EXPECT_EQ(size_label(amoeba[0][1]), "(3, 32)");
 }
 
+TEST(MaxSizeOptions, AmoebaNetKeepsItsDepthBelowPipeline4AndGrowsD) {
+  // Table 1's protocol: naive-1, pipeline-1 and pipeline-2 at one L, growing D; deeper from
+  // pipeline-4 on. Every row at 12 bytes a parameter; the paper's Transformer gets 16 GiB.
+  for (const char* preset : {"quick", "paper"}) {
+    const auto options = max_size_preset(preset);
+    const auto& amoeba = options.models[0];
+    ASSERT_GT(amoeba.fixed_layers, 0) << preset;
+    for (const char* config : {"naive-1", "pipeline-1", "pipeline-2"}) {
+      const auto families = size_families(amoeba, parse_size_config(config));
+      ASSERT_EQ(families.size(), 1u) << preset << " " << config;
+      for (const auto& c : families[0])
+        EXPECT_EQ(c.layers, amoeba.fixed_layers);
+      EXPECT_GT(families[0].back().filters, families[0].front().filters);
+    }
+    EXPECT_EQ(size_families(amoeba, parse_size_config("pipeline-4")).size(), amoeba.layers.size());
+    EXPECT_EQ(optimizer_state_slots(resolve_optimizer(options.optimizer, "transformer-l")), 1);
+  }
+  const auto paper = max_size_preset("paper");
+  EXPECT_EQ(paper.models[0].fixed_layers, 18);
+  EXPECT_EQ(paper.budget_for(paper.models[0]), int64_t{8} << 30);
+  EXPECT_EQ(paper.budget_for(paper.models[1]), int64_t{16} << 30);
+  // The machine check uses the largest budget: 8 x 16 GiB.
+  EXPECT_CONFIG_ERROR(validate(paper, int64_t{100} << 30), "128.00 GiB");
+}
+
 TEST(MaxSizeOptions, BadInputIsNamed) {
   auto options = max_size_preset("quick");
   EXPECT_NO_THROW(validate(options, int64_t{24} << 30));
@@ -238,13 +263,14 @@ TEST(MaxSize, ASmallRealSearchConfirmsItsAnswerByMeasurement) {
     EXPECT_LE(r.max_peak_bytes(), options.budget_bytes) << r.config;
     EXPECT_EQ(static_cast<int64_t>(r.peak_bytes_per_device.size()), r.partitions);
     EXPECT_EQ(r.parameter_bytes, 4 * r.parameters);
+    EXPECT_EQ(r.bytes_per_parameter, 12);  // RMSProp: parameter, gradient, square average
     ASSERT_FALSE(r.search.empty());
   }
   // Two devices hold at least as large a model as one.
   EXPECT_GE(*parameter_ratio(result, "transformer-l", "pipeline-2", "naive-1"), 1.0);
   const auto json = to_json(result);
-  for (const char* key : {"model", "config", "parameters", "parameter_bytes",
-                          "peak_activation_bytes", "peak_bytes_per_device"}) {
+  for (const char* key : {"model", "config", "parameters", "parameter_bytes", "bytes_per_parameter",
+                          "layers", "peak_activation_bytes", "peak_bytes_per_device"}) {
     EXPECT_TRUE(json["rows"][0].contains(key)) << key;
   }
   EXPECT_NE(to_markdown(result).find("| naive-1 |"), std::string::npos);
