@@ -32,8 +32,11 @@ int main(int argc, char** argv) {
       "are split by the exact min-max partitioner, and the simulator runs the GPipe schedule with "
       "re-materialisation and a link model between stages. Link presets (bandwidth per "
       "direction, latency per message): pcie 12 GB/s, 10 us (PCIe 3.0 x16, GPUs without "
-      "NVLink); nvlink 50 GB/s, 5 us; tpu 70 GB/s, 2 us; none (shared memory). Measured K rows "
-      "are also projected on link none, and the projection check reports the difference.\n\n"
+      "NVLink); nvlink 50 GB/s, 5 us; tpu 70 GB/s, 2 us; none (shared memory); pcie-scaled and "
+      "tpu-scaled: pcie or tpu with bandwidth times (and latency over) this machine's GEMM rate "
+      "divided by a P100's or TPU v3 core's, so a copy costs the share of a step it costs there. "
+      "Measured K rows are also projected on the link they ran with (none, or a scaled link the "
+      "in-process transport imposes), and the projection check reports the difference.\n\n"
       "Run with OMP_WAIT_POLICY=PASSIVE (the wrapper experiments/scaling_table sets it)."};
   std::string preset = "quick", models_text, partitions_text, chunks_text, tables_text = "2,3";
   std::string link, gpu_link, checkpoint_name = "always", optimizer = "auto";
@@ -52,9 +55,13 @@ int main(int argc, char** argv) {
   app.add_option("--chunks,-M", chunks_text, "M values of Table 2 (default 1,4,32)");
   app.add_option("--batch,-N", batch, "mini-batch N of every model (default: the preset's)");
   app.add_option("--link", link,
-                 "Table 2's link for projected rows: tpu | nvlink | pcie | none "
-                 "(default tpu, the paper's TPU v3)");
-  app.add_option("--gpu-link", gpu_link, "Table 3's link (default pcie: GPUs without NVLink)");
+                 "Table 2's link for projected rows: tpu | nvlink | pcie | none | tpu-scaled | "
+                 "pcie-scaled (default tpu, a TPU v3 interconnect; the paper says TPUs). A "
+                 "-scaled link is slowed by this machine's compute rate over the accelerator's, "
+                 "and measured CPU rows run under it");
+  app.add_option("--gpu-link", gpu_link,
+                 "Table 3's link (default pcie-scaled: PCIe between P100s without NVLink, scaled "
+                 "by this machine's compute rate over a P100's 9.3 TFLOPS)");
   app.add_option("--checkpoint", checkpoint_name,
                  "re-materialisation: always | except_last | never")
       ->capture_default_str();

@@ -111,7 +111,7 @@ Pipeline::Pipeline(LayerList layers, PipelineOptions options, LossFn loss)
       ordered.push_back(layers_[i]);
   }
   layers_ = std::move(ordered);
-  transport_ = std::make_unique<LocalTransport>();
+  transport_ = std::make_unique<LocalTransport>(options_.link());
   build(0, layout_.devices);
 }
 

@@ -26,38 +26,6 @@ void check_costs(const std::vector<double>& costs, int64_t stages, const char* w
 
 }  // namespace
 
-double LinkModel::transfer_time(int64_t boundary) const {
-  double bytes = 0;
-  if (boundary >= 0 && boundary < static_cast<int64_t>(boundary_bytes.size())) {
-    bytes = boundary_bytes[boundary];
-  }
-  return latency + (bandwidth > 0 ? bytes / bandwidth : 0.0);
-}
-
-LinkModel LinkModel::in_milliseconds() const {
-  LinkModel link = *this;
-  link.latency = latency * 1e3;      // ms per message
-  link.bandwidth = bandwidth / 1e3;  // bytes per ms
-  return link;
-}
-
-LinkModel link_preset(const std::string& name) {
-  LinkModel link;
-  if (name == "pcie") {
-    link.bandwidth = 12e9;
-    link.latency = 10e-6;
-  } else if (name == "nvlink") {
-    link.bandwidth = 50e9;
-    link.latency = 5e-6;
-  } else if (name == "tpu") {
-    link.bandwidth = 70e9;
-    link.latency = 2e-6;
-  } else if (name != "none") {
-    throw ConfigError(c10::str("unknown link '", name, "': expected pcie, nvlink, tpu or none"));
-  }
-  return link;
-}
-
 SimulationResult simulate(const Schedule& input, const SimulationCosts& costs,
                           Checkpoint checkpoint) {
   const Schedule schedule = input.lowered ? input : lower(input, checkpoint);

@@ -97,7 +97,7 @@ int64_t paper_table1_device_bytes(const std::string& model) {
 }
 
 std::string paper_table2_hardware() {
-  return "TPU v3";
+  return "TPUs";
 }
 
 std::string paper_table3_hardware() {

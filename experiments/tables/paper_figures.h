@@ -59,7 +59,7 @@ std::optional<PaperMaxModel> paper_table1_entry(const std::string& model,
 int64_t paper_table1_device_bytes(const std::string& model);
 
 // Labels naming where the paper's figures were measured, for table captions.
-std::string paper_table2_hardware();  // "TPU v3"
+std::string paper_table2_hardware();  // "TPUs", as the paper says (no version)
 std::string paper_table3_hardware();  // "P100 GPUs without NVLink (PCIe)"
 std::string paper_table1_hardware(const std::string& model);
 

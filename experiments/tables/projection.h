@@ -79,6 +79,30 @@ struct Projection {
 Projection project_step(const LayerCosts& costs, int64_t K, int64_t M, Checkpoint checkpoint,
                         const LinkModel& link_seconds, std::vector<int64_t> balance = {});
 
+// A link of the tables: a preset of link.h (pcie, nvlink, tpu, none), or pcie-scaled /
+// tpu-scaled, that link scaled (LinkModel::scaled) by this machine's compute rate over the
+// accelerator's (the paper's P100: 9.3 TFLOPS fp32; a TPU v3 core: 61.5 TFLOPS bf16), so that a
+// copy costs the share of a step here that it costs there. The unscaled presets keep real link
+// speeds beside this machine's far slower compute, which makes communication look free.
+struct TableLink {
+  std::string name;
+  LinkModel link;     // in seconds
+  double factor = 1;  // this machine's FLOP/s over the accelerator's; 1 when not scaled
+  double machine_flops = 0;
+  double accelerator_flops = 0;  // 0 when not scaled
+  std::string accelerator;
+  bool scaled() const { return accelerator_flops > 0; }
+};
+// Whether `name` is pcie-scaled or tpu-scaled.
+bool is_scaled_link(const std::string& name);
+// Throws ConfigError naming the links for an unknown name.
+void check_table_link(const std::string& name);
+// The link `name`; a scaled one uses `machine_flops` (> 0; measure_gemm_flops).
+TableLink table_link(const std::string& name, double machine_flops);
+// This machine's fp32 GEMM rate on `threads` intra-op threads, in FLOP/s: the median of timed
+// 512x512 products on a device worker, the threads the per-layer profiles use.
+double measure_gemm_flops(int threads);
+
 // N samples per step of `step_ms`.
 double samples_per_second(int64_t batch, double step_ms);
 

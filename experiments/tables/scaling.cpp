@@ -96,7 +96,7 @@ ScalingOptions scaling_preset(const std::string& name) {
   table3.paper_hardware = paper_table3_hardware();
   table3.partitions = {2, 4, 8};
   table3.chunks = {32};
-  table3.link = "pcie";
+  table3.link = "pcie-scaled";
   table3.base_K = 2;
   table3.base_M = 32;
   if (name == "quick") {
@@ -139,7 +139,7 @@ void validate(const ScalingOptions& options) {
               "--warmup plus --steps must be at least 2 (the first step creates optimizer state)");
   for (const auto& table : options.tables) {
     GPIPE_CHECK(!table.models.empty(), ConfigError, table.id, " has no models (check --models)");
-    link_preset(table.link);  // throws for an unknown link
+    check_table_link(table.link);
     const auto has = [](const std::vector<int64_t>& values, int64_t v) {
       return std::find(values.begin(), values.end(), v) != values.end();
     };
@@ -221,6 +221,24 @@ ScalingResult run_scaling(const ScalingOptions& options) {
   const DeviceSpec profile_device = DeviceSpec::parse(options.device_type + ":0");
   const int64_t memory = physical_memory_bytes();
 
+  double machine_flops = 0;
+  for (const auto& table : options.tables) {
+    if (is_scaled_link(table.link) && machine_flops == 0) {
+      machine_flops = measure_gemm_flops(options.profile.threads());
+      result.machine["gemm_flops"] = machine_flops;
+      result.machine["gemm_threads"] = options.profile.threads();
+    }
+    const auto link = table_link(table.link, machine_flops);
+    result.links[table.id] = link;
+    if (link.scaled()) {
+      spdlog::info(
+          "{} link {}: this machine does {:.1f} GFLOP/s on {} thread(s), {:.3g} of a {}, so the "
+          "link gets {:.3g} MB/s and {:.3g} ms a message",
+          table.id, link.name, machine_flops / 1e9, options.profile.threads(), link.factor,
+          link.accelerator, link.link.bandwidth / 1e6, link.link.latency * 1e3);
+    }
+  }
+
   std::map<std::string, LayerCosts> costs_cache;
   std::map<std::string, double> profile_other_cores;
   auto warn_if_busy = [](const std::string& what, double other_cores) {
@@ -234,6 +252,7 @@ ScalingResult run_scaling(const ScalingOptions& options) {
   std::map<std::string, TrainingMeasurement> measured_cache;
   std::set<std::string> checked;
   for (const auto& table : options.tables) {
+    const auto& link = result.links.at(table.id);
     for (const auto& model : table.models) {
       const auto builder = models::make_model(model.config);
       const std::string optimizer = resolve_optimizer(options.optimizer, model.config.name);
@@ -280,8 +299,9 @@ ScalingResult run_scaling(const ScalingOptions& options) {
         const auto& costs = costs_cache.at(costs_key);
         for (int64_t K : table.partitions) {
           const auto balance = balance_by_time(costs, K);
-          const auto projection =
-              project_step(costs, K, M, options.checkpoint, link_preset(table.link), balance);
+          const auto projection = project_step(costs, K, M, options.checkpoint, link.link, balance);
+          const auto unlinked =
+              project_step(costs, K, M, options.checkpoint, link_preset("none"), balance);
           ScalingRow row;
           row.table = table.id;
           row.model = model.config.name;
@@ -294,23 +314,33 @@ ScalingResult run_scaling(const ScalingOptions& options) {
           row.step_ms = projection.step_ms;
           row.samples_per_s = samples_per_second(model.batch, projection.step_ms);
           row.bubble_fraction = projection.bubble_fraction;
+          row.comm_fraction = 1.0 - unlinked.step_ms / projection.step_ms;
           row.balance = balance;
           row.other_cores = profile_other_cores.at(costs_key);
           row.paper_speedup = paper_speedup(table.id, row.model, K, M);
           result.rows.push_back(row);
           if (K > result.max_measured_k || !can_measure) continue;
 
-          const std::string run_key = c10::str(model_key(model), "/K", K, "/M", M);
+          // Under a scaled link a run on CPU virtual devices imposes it (they otherwise share
+          // memory); real devices have their own link.
+          const bool impose = link.scaled() && options.device_type == "cpu";
+          const std::string measured_link = impose                         ? link.name
+                                            : options.device_type == "cpu" ? "none"
+                                                                           : "device";
+          const std::string run_key =
+              c10::str(model_key(model), "/K", K, "/M", M, "/", measured_link);
           if (!measured_cache.count(run_key)) {
             const auto t0 = std::chrono::steady_clock::now();
-            spdlog::info("{}: measuring K={} M={} (balance {}) on {} {} devices", model.label, K, M,
-                         c10::Join(",", balance), K, options.device_type);
+            spdlog::info("{}: measuring K={} M={} (balance {}) on {} {} devices, link {}",
+                         model.label, K, M, c10::Join(",", balance), K, options.device_type,
+                         measured_link);
             RunShape shape;
             shape.balance = balance;
             shape.devices = devices_for(options.device_type, K);
             shape.chunks = M;
             shape.checkpoint = options.checkpoint;
             shape.threads_per_device = 1;
+            if (impose) shape.link = link.link;
             measured_cache[run_key] = measure_training(*builder, full_batch, shape, optimizer,
                                                        options.warmup_steps, options.timed_steps);
             const auto& m = measured_cache[run_key];
@@ -323,21 +353,22 @@ ScalingResult run_scaling(const ScalingOptions& options) {
           const auto& measured = measured_cache.at(run_key);
           ScalingRow mrow = row;
           mrow.source = "measured";
-          mrow.link = options.device_type == "cpu" ? "none" : "device";
+          mrow.link = measured_link;
           mrow.step_ms = measured.median_step_ms;
           mrow.samples_per_s = samples_per_second(model.batch, measured.median_step_ms);
           mrow.bubble_fraction.reset();
           mrow.other_cores = measured.cpu.other_cores;
           result.rows.push_back(mrow);
           if (checked.insert(run_key).second) {
-            // The projection on this machine's own link: CPU virtual devices share memory.
-            const auto local =
-                project_step(costs, K, M, options.checkpoint, link_preset("none"), balance);
+            // The projection on the link the run had: the scaled one, or none (CPU virtual
+            // devices share memory).
+            const auto& local = impose ? projection : unlinked;
             ProjectionCheck check;
             check.model = row.model;
             check.label = row.label;
             check.K = K;
             check.M = M;
+            check.link = measured_link;
             check.measured_samples_per_s = mrow.samples_per_s;
             check.projected_samples_per_s = samples_per_second(model.batch, local.step_ms);
             check.other_cores_measured = mrow.other_cores;

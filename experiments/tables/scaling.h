@@ -21,6 +21,7 @@
 #include "gpipe/models/registry.h"
 #include "gpipe/profile.h"
 #include "gpipe/stage.h"
+#include "tables/projection.h"
 
 namespace gpipe::tables {
 
@@ -37,8 +38,10 @@ struct ScalingTableSpec {
   std::vector<ScalingModel> models;
   std::vector<int64_t> partitions;  // K
   std::vector<int64_t> chunks;      // M
-  std::string link;                 // link preset of the projected rows
-  int64_t base_K = 2;               // the row every speedup divides by
+  // Link of the projected rows (projection.h: a preset, or pcie-scaled / tpu-scaled). Under a
+  // scaled link the measured rows run with the same link imposed on the in-process transport.
+  std::string link;
+  int64_t base_K = 2;  // the row every speedup divides by
   int64_t base_M = 1;
 };
 
@@ -81,12 +84,15 @@ struct ScalingRow {
   int64_t M = 0;
   int64_t batch = 0;
   std::string source;  // "measured" | "projected"
-  std::string link;    // "none" for measured rows on CPU virtual devices
+  std::string link;    // measured rows: "none" on CPU virtual devices, or the scaled link imposed
   double step_ms = 0;
   double samples_per_s = 0;
   std::optional<double> speedup;  // against the same source's baseline
   std::optional<double> paper_speedup;
   std::optional<double> bubble_fraction;  // projected rows
+  // Share of the step the link adds: 1 - (simulated step without the link) / (with it), from
+  // the simulation of the row's K, M and partition (measured rows: of their projected twin).
+  double comm_fraction = 0;
   std::vector<int64_t> balance;
   // Cores that other processes kept busy while this row was measured (measured rows) or its
   // per-layer costs profiled (projected rows): near 0 on an idle machine.
@@ -99,6 +105,7 @@ struct ProjectionCheck {
   std::string label;
   int64_t K = 0;
   int64_t M = 0;
+  std::string link;  // "none", or the scaled link both the measurement and projection used
   double measured_samples_per_s = 0;
   double projected_samples_per_s = 0;
   double other_cores_measured = 0;  // see ScalingRow::other_cores
@@ -118,8 +125,9 @@ struct ScalingResult {
   ScalingOptions options;
   std::vector<ScalingRow> rows;
   std::vector<ProjectionCheck> checks;
-  int64_t max_measured_k = 0;  // as resolved on this machine
-  nlohmann::json machine;      // threads, load average before and after
+  int64_t max_measured_k = 0;              // as resolved on this machine
+  std::map<std::string, TableLink> links;  // by table id
+  nlohmann::json machine;                  // threads, load average before and after
   double seconds = 0;
   std::string command;  // the command line that made it
 };

@@ -13,6 +13,31 @@ std::string balance_text(const std::vector<int64_t>& balance) {
   return c10::Join("+", balance);
 }
 
+nlohmann::json link_json(const TableLink& link) {
+  nlohmann::json out{{"name", link.name},
+                     {"latency_s", link.link.latency},
+                     {"bandwidth_bytes_per_s", link.link.bandwidth}};
+  if (link.scaled()) {
+    out.update({{"factor", link.factor},
+                {"machine_flops", link.machine_flops},
+                {"accelerator", link.accelerator},
+                {"accelerator_flops", link.accelerator_flops}});
+  }
+  return out;
+}
+
+// "a scaled link: PCIe's 12 GB/s and 10 us times ..., so ..." for the report.
+std::string link_words(const TableLink& link) {
+  if (!link.scaled()) return "`" + link.name + "` link";
+  return c10::str("`", link.name, "` link: this machine's ", fixed(link.machine_flops / 1e9, 1),
+                  " GFLOP/s (fp32 GEMM, one thread) is ", fixed(link.factor * 1e3, 3),
+                  "/1000 of a ", link.accelerator,
+                  ", so the link runs at that share of its "
+                  "speed: ",
+                  fixed(link.link.bandwidth / 1e6, 1), " MB/s and ",
+                  fixed(link.link.latency * 1e3, 2), " ms a message");
+}
+
 }  // namespace
 
 nlohmann::json to_json(const ScalingResult& result) {
@@ -33,6 +58,8 @@ nlohmann::json to_json(const ScalingResult& result) {
                       {"title", t.title},
                       {"paper_hardware", t.paper_hardware},
                       {"link", t.link},
+                      {"link_model", result.links.count(t.id) ? link_json(result.links.at(t.id))
+                                                              : nlohmann::json()},
                       {"baseline", {{"K", t.base_K}, {"M", t.base_M}}},
                       {"partitions", t.partitions},
                       {"chunks", t.chunks},
@@ -55,6 +82,7 @@ nlohmann::json to_json(const ScalingResult& result) {
          {"paper_speedup", r.paper_speedup ? nlohmann::json(*r.paper_speedup) : nlohmann::json()},
          {"bubble_fraction",
           r.bubble_fraction ? nlohmann::json(*r.bubble_fraction) : nlohmann::json()},
+         {"comm_fraction", r.comm_fraction},
          {"balance", r.balance},
          {"other_cores", r.other_cores}});
   }
@@ -64,6 +92,7 @@ nlohmann::json to_json(const ScalingResult& result) {
                       {"label", c.label},
                       {"K", c.K},
                       {"M", c.M},
+                      {"link", c.link},
                       {"measured_samples_per_s", c.measured_samples_per_s},
                       {"projected_samples_per_s", c.projected_samples_per_s},
                       {"error", c.error()},
@@ -91,15 +120,15 @@ nlohmann::json to_json(const ScalingResult& result) {
 
 std::string to_csv(const ScalingResult& result) {
   TextTable table({"table", "model", "label", "K", "M", "batch", "source", "link", "step_ms",
-                   "samples_per_s", "speedup", "paper_speedup", "bubble_fraction", "balance",
-                   "other_cores"});
+                   "samples_per_s", "speedup", "paper_speedup", "bubble_fraction", "comm_fraction",
+                   "balance", "other_cores"});
   for (const auto& r : result.rows) {
     table.add_row({r.table, r.model, r.label, std::to_string(r.K), std::to_string(r.M),
                    std::to_string(r.batch), r.source, r.link, fixed(r.step_ms, 3),
                    fixed(r.samples_per_s, 3), r.speedup ? fixed(*r.speedup, 4) : "",
                    r.paper_speedup ? fixed(*r.paper_speedup, 2) : "",
-                   r.bubble_fraction ? fixed(*r.bubble_fraction, 4) : "", balance_text(r.balance),
-                   fixed(r.other_cores, 3)});
+                   r.bubble_fraction ? fixed(*r.bubble_fraction, 4) : "", fixed(r.comm_fraction, 4),
+                   balance_text(r.balance), fixed(r.other_cores, 3)});
   }
   return table.csv();
 }
@@ -129,18 +158,23 @@ std::string to_markdown(const ScalingResult& result) {
       << paper_table2_hardware() << "; Table 3: " << paper_table3_hardware()
       << "), not ours. Other load: the cores that other processes kept busy while a row was "
          "measured or its costs profiled (from /proc/stat); a timing is this machine's own only "
-         "when it is near 0.\n\n";
+         "when it is near 0. Communication: the share of the step the link adds, 1 - (the "
+         "simulated step without the link) / (with it), for the row's K, M and partition (a "
+         "measured row shows its projected twin's).\n\n";
   for (const auto& t : o.tables) {
     out << "## " << t.title << "\n\n";
-    out << "Normalised to K=" << t.base_K << ", M=" << t.base_M << "; projected rows use the `"
-        << t.link << "` link. Paper: " << t.paper_hardware << ".\n\n";
+    out << "Normalised to K=" << t.base_K << ", M=" << t.base_M << "; projected rows use the "
+        << (result.links.count(t.id) ? link_words(result.links.at(t.id)) : "`" + t.link + "` link")
+        << ". Paper: " << t.paper_hardware
+        << ". In the grid every figure of ours is projected (marked *p*); a measured speedup of "
+           "the same cell follows it.\n\n";
     for (const auto& m : t.models) {
       out << "### " << m.label << ", mini-batch N=" << m.batch << "\n\n";
       // The paper's layout: M rows, K columns, ours (projected) beside the paper's.
       std::vector<std::string> header = {"M"};
       std::vector<bool> numeric = {true};
       for (int64_t K : t.partitions) {
-        header.push_back(c10::str("K=", K, " ours"));
+        header.push_back(c10::str("K=", K, " ours, projected"));
         header.push_back(c10::str("K=", K, " paper"));
         numeric.push_back(true);
         numeric.push_back(true);
@@ -156,7 +190,7 @@ std::string to_markdown(const ScalingResult& result) {
             if (r.source == "measured") measured = r.speedup;
           }
           const auto paper = paper_speedup(t.id, m.config.name, K, M);
-          std::string cell = fixed_or_dash(ours, 2);
+          std::string cell = ours ? fixed(*ours, 2) + " *p*" : "-";
           if (measured) cell += " (measured " + fixed(*measured, 2) + ")";
           cells.push_back(cell);
           cells.push_back(fixed_or_dash(paper, 2));
@@ -165,15 +199,15 @@ std::string to_markdown(const ScalingResult& result) {
       }
       out << grid.markdown() << "\n";
       TextTable rows({"K", "M", "source", "link", "step ms", "samples/s", "speedup",
-                      "paper speedup", "bubble", "balance", "other load"},
-                     {true, true, false, false, true, true, true, true, true, false, true});
+                      "paper speedup", "bubble", "communication", "balance", "other load"},
+                     {true, true, false, false, true, true, true, true, true, true, false, true});
       for (const auto& r : result.rows) {
         if (r.table != t.id || r.model != m.config.name) continue;
         rows.add_row({std::to_string(r.K), std::to_string(r.M), r.source, r.link,
                       fixed(r.step_ms, 1), fixed(r.samples_per_s, 1), fixed_or_dash(r.speedup, 2),
                       fixed_or_dash(r.paper_speedup, 2),
                       r.bubble_fraction ? fixed(*r.bubble_fraction, 3) : "-",
-                      balance_text(r.balance), fixed(r.other_cores, 2)});
+                      fixed(r.comm_fraction, 3), balance_text(r.balance), fixed(r.other_cores, 2)});
       }
       out << rows.markdown() << "\n";
     }
@@ -182,13 +216,15 @@ std::string to_markdown(const ScalingResult& result) {
   if (result.checks.empty()) {
     out << "No row was measured (no K <= " << result.max_measured_k << " fits this machine).\n";
   } else {
-    out << "The same K, M and partition, projected on this machine's own link (`none`: CPU "
-           "virtual devices share memory) from the per-layer costs, against the measured step.\n\n";
-    TextTable checks({"model", "K", "M", "measured samples/s", "projected samples/s",
+    out << "The same K, M and partition, projected from the per-layer costs on the link the "
+           "measured run had (`none`: CPU virtual devices share memory; a scaled link: the "
+           "in-process transport delayed every message as the link would), against the "
+           "measured step.\n\n";
+    TextTable checks({"model", "K", "M", "link", "measured samples/s", "projected samples/s",
                       "projected / measured - 1", "other load measured / profiled"},
-                     {false, true, true, true, true, true, true});
+                     {false, true, true, false, true, true, true, true});
     for (const auto& c : result.checks) {
-      checks.add_row({c.label, std::to_string(c.K), std::to_string(c.M),
+      checks.add_row({c.label, std::to_string(c.K), std::to_string(c.M), c.link,
                       fixed(c.measured_samples_per_s, 1), fixed(c.projected_samples_per_s, 1),
                       fixed(100 * c.error(), 1) + "%",
                       fixed(c.other_cores_measured, 2) + " / " + fixed(c.other_cores_profiled, 2)});

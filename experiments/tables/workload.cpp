@@ -107,7 +107,8 @@ TrainingMeasurement measure_training(const models::ModelBuilder& builder,
       .virtual_stages(shape.virtual_stages)
       .stage_balance(shape.stage_balance)
       .seed(seed)
-      .measure_memory(true);
+      .measure_memory(true)
+      .link(shape.link);
   if (!shape.devices.empty()) options.devices(shape.devices);
   Pipeline pipeline(builder.build(), options, builder.loss());
   pipeline.set_optimizer(optimizer);

@@ -38,6 +38,7 @@ struct RunShape {
   ScheduleKind schedule = ScheduleKind::kGPipe;
   int64_t virtual_stages = 0;          // 0: the schedule's default
   std::vector<int64_t> stage_balance;  // layers per virtual stage when v > 1; empty: even split
+  LinkModel link;                      // imposed on messages between devices (seconds)
 };
 
 // Who used the CPU while something ran: this process, and everything else on the machine

@@ -216,10 +216,35 @@ TEST(ScalingOptions, PresetsAreValidAndUnknownOnesNamed) {
     EXPECT_NO_THROW(validate(options)) << name;
     ASSERT_EQ(options.tables.size(), 2u);
     EXPECT_EQ(options.tables[0].link, "tpu");
-    EXPECT_EQ(options.tables[1].link, "pcie");
+    EXPECT_EQ(options.tables[1].link, "pcie-scaled");
     EXPECT_EQ(options.tables[1].chunks, (std::vector<int64_t>{32}));
   }
   EXPECT_CONFIG_ERROR(scaling_preset("huge"), "unknown preset 'huge'");
+}
+
+TEST(Projection, ScaledLinksFollowTheComputeRatio) {
+  // A machine at 93 GFLOP/s is 1/100 of a P100: PCIe's 12 GB/s and 10 us become 120 MB/s, 1 ms.
+  const auto pcie = table_link("pcie-scaled", 93e9);
+  EXPECT_TRUE(pcie.scaled());
+  EXPECT_DOUBLE_EQ(pcie.factor, 0.01);
+  EXPECT_NEAR(pcie.link.bandwidth, 120e6, 1e-3);
+  EXPECT_NEAR(pcie.link.latency, 1e-3, 1e-12);
+  EXPECT_NEAR(table_link("tpu-scaled", 61.5e9).factor, 1e-3, 1e-15);
+  const auto plain = table_link("pcie", 0);
+  EXPECT_FALSE(plain.scaled());
+  EXPECT_DOUBLE_EQ(plain.link.bandwidth, 12e9);
+  EXPECT_CONFIG_ERROR(table_link("pcie-scaled", 0), "compute rate");
+  EXPECT_CONFIG_ERROR(table_link("fibre", 1e9), "pcie-scaled or tpu-scaled");
+  EXPECT_GT(measure_gemm_flops(1), 1e8);  // any CPU does more than 0.1 GFLOP/s
+  // The link's share of a projected step grows as it slows.
+  LayerCosts costs;
+  costs.forward_ms = {1, 1};
+  costs.backward_ms = {2, 2};
+  costs.update_ms = {0, 0};
+  costs.output_bytes = {1e6, 1e6};
+  const auto none = project_step(costs, 2, 4, Checkpoint::kNever, link_preset("none"));
+  const auto slow = project_step(costs, 2, 4, Checkpoint::kNever, pcie.link);
+  EXPECT_GT(slow.step_ms, none.step_ms + 2 * (1e6 / 120e6 * 1e3));  // at least two transfers
 }
 
 TEST(ScalingOptions, BadInputIsNamed) {
@@ -259,15 +284,16 @@ TEST(ScalingReport, MarkdownCsvAndJsonCarryOursAndThePapers) {
     result.rows.push_back(r);
   }
   normalise(result.rows, "table2", 2, 1);
-  result.checks.push_back({model, "label", 2, 1, 11, 10});
+  result.checks.push_back({model, "label", 2, 1, "none", 11, 10});
+  result.rows[2].comm_fraction = 0.25;
   result.command = "scaling_table --preset quick";
   result.machine = {
       {"hardware_threads", 2}, {"load_average_before", nullptr}, {"load_average_after", nullptr}};
   const auto json = to_json(result);
   ASSERT_EQ(json["rows"].size(), 3u);
   for (const auto& r : json["rows"]) {
-    for (const char* key :
-         {"model", "K", "M", "samples_per_s", "speedup", "source", "paper_speedup"}) {
+    for (const char* key : {"model", "K", "M", "samples_per_s", "speedup", "source",
+                            "paper_speedup", "comm_fraction"}) {
       EXPECT_TRUE(r.contains(key)) << key;
     }
   }
@@ -275,8 +301,12 @@ TEST(ScalingReport, MarkdownCsvAndJsonCarryOursAndThePapers) {
   EXPECT_DOUBLE_EQ(json["rows"][2]["paper_speedup"].get<double>(), 3.48);
   EXPECT_NEAR(json["checks"][0]["error"].get<double>(), 10.0 / 11.0 - 1.0, 1e-12);
   const auto markdown = to_markdown(result);
-  EXPECT_NE(markdown.find("| 32 | - | 1.21 | - | 1.84 | 4.00 | 3.48 |"), std::string::npos)
+  // Every figure of ours in the grid is projected, and says so.
+  EXPECT_NE(markdown.find("| 32 | - | 1.21 | - | 1.84 | 4.00 *p* | 3.48 |"), std::string::npos)
       << markdown;
+  EXPECT_NE(markdown.find("| 1 | 1.00 *p* (measured 1.00) |"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("| 0.250 |"), std::string::npos) << markdown;
+  EXPECT_DOUBLE_EQ(json["rows"][2]["comm_fraction"].get<double>(), 0.25);
   EXPECT_NE(markdown.find("-9.1%"), std::string::npos);
   const auto csv = to_csv(result);
   EXPECT_NE(csv.find("table2,amoebanet-d"), std::string::npos) << csv;

@@ -77,6 +77,10 @@ struct PipelineOptions {
   // meter (memory.h) as LibTorch's allocator for the whole process; off, the pipeline leaves the
   // allocator alone and peak_bytes stay empty.
   TORCH_ARG(bool, measure_memory) = false;
+  // In one process: delay each message between two devices as this link (in seconds; link.h)
+  // would, to measure a table under the link it is projected with. Default: free, as CPU
+  // virtual devices sharing memory are.
+  TORCH_ARG(LinkModel, link) = {};
 };
 
 // Where every layer goes: the K*v virtual stages in model order, their layers and devices.

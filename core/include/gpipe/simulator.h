@@ -14,33 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "gpipe/link.h"
 #include "gpipe/schedule.h"
 #include "gpipe/stage.h"
 
 namespace gpipe {
-
-// The copy between adjacent stages, timed in the unit of the costs it is simulated with
-// (link_preset gives seconds; in_milliseconds() converts).
-struct LinkModel {
-  double latency = 0;    // time per message
-  double bandwidth = 0;  // bytes per unit of time; 0 means infinite
-  // Bytes crossing boundary s -> s+1 per micro-batch (one entry per boundary between virtual
-  // stages; the gradient going back has the same size). Empty means nothing to copy.
-  std::vector<double> boundary_bytes;
-
-  // Latency plus the bytes of `boundary` over the bandwidth.
-  double transfer_time(int64_t boundary) const;
-  // This link, timed in seconds, with its times in milliseconds.
-  LinkModel in_milliseconds() const;
-};
-
-// Documented link presets for projections, in seconds (bandwidth per direction, latency per
-// message):
-//   pcie    PCIe 3.0 x16 between GPUs without NVLink, as in GPipe's Table 3: 12 GB/s, 10 us
-//   nvlink  NVLink 2 (two bricks between neighbouring V100s): 50 GB/s, 5 us
-//   tpu     TPU v3 inter-core interconnect: 70 GB/s, 2 us
-//   none    no copy cost (stages share memory, as CPU virtual devices do)
-LinkModel link_preset(const std::string& name);
 
 struct SimulationCosts {
   // Per virtual stage, per micro-batch, in any time unit (seconds when the link model is used).

@@ -6,6 +6,7 @@
 // transport in distributed.h). A receiver moves what it receives to its own device itself.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -13,6 +14,7 @@
 #include <tuple>
 
 #include "gpipe/activations.h"
+#include "gpipe/link.h"
 #include "gpipe/schedule.h"
 
 namespace gpipe {
@@ -48,9 +50,13 @@ class Transport {
 };
 
 // In-process transport: a mailbox shared by the stage threads. Tensors are handed over as they
-// are; the receiving stage copies them to its device.
+// are; the receiving stage copies them to its device. With a link (in seconds; link.h), each
+// message between two devices arrives as the simulator says it would: the link of a (from, to)
+// pair carries one message at a time, taking latency + bytes / bandwidth, and a receiver waits
+// for the arrival; the sender never waits. Messages within one device stay free.
 class LocalTransport final : public Transport {
  public:
+  explicit LocalTransport(LinkModel link = {}) : link_(std::move(link)) {}
   void send(int64_t from, int64_t to, const MessageKey& key, Activations tensors) override;
   Activations recv(int64_t from, int64_t to, const MessageKey& key) override;
   void abort(const std::string& reason) override;
@@ -61,9 +67,17 @@ class LocalTransport final : public Transport {
   using Address = std::tuple<int64_t, int64_t, int64_t, int64_t, int>;
   static Address address(const MessageKey& key);
 
+  using Clock = std::chrono::steady_clock;
+  struct Message {
+    Activations tensors;
+    Clock::time_point arrival;
+  };
+
+  LinkModel link_;
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::map<Address, Activations> mailbox_;
+  std::map<Address, Message> mailbox_;
+  std::map<std::pair<int64_t, int64_t>, Clock::time_point> link_free_;  // (from, to) devices
   bool aborted_ = false;
   std::string abort_reason_;
 };
