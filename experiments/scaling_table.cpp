@@ -12,6 +12,7 @@
 // PREFIX.md, PREFIX.csv and PREFIX.json.
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
 #include <iostream>
 
 #include "common/cli.h"
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
   std::string preset = "quick", models_text, partitions_text, chunks_text, tables_text = "2,3";
   std::string link, gpu_link, checkpoint_name = "always", optimizer = "auto";
   std::string device_type = "cpu", out = "results/scaling_table", json_path, log_level = "info";
+  std::string breakdown_out;
   int64_t batch = 0, max_measured_k = 0;
   int warmup = -1, steps = -1, profile_iterations = -1;
   app.add_option("--preset", preset,
@@ -59,6 +61,10 @@ int main(int argc, char** argv) {
                  "pcie-scaled (default tpu, a TPU v3 interconnect; the paper says TPUs). A "
                  "-scaled link is slowed by this machine's compute rate over the accelerator's, "
                  "and measured CPU rows run under it");
+  app.add_option("--breakdown-out", breakdown_out,
+                 "write Table 2's step breakdown (forward, backward, recompute, bubble, "
+                 "imbalance, communication, optimizer) as BREAKDOWN.md, .csv and .json (default: "
+                 "step_breakdown beside --out, e.g. results/step_breakdown)");
   app.add_option("--gpu-link", gpu_link,
                  "Table 3's link (default pcie-scaled: PCIe between P100s without NVLink, scaled "
                  "by this machine's compute rate over a P100's 9.3 TFLOPS)");
@@ -143,7 +149,14 @@ int main(int argc, char** argv) {
 
     auto result = tables::run_scaling(options);
     result.command = cli::command_line(argc, argv);
+    result.breakdown.command = result.command;
     tables::publish(result, out, json_path);
+    if (breakdown_out.empty() && !out.empty()) {
+      breakdown_out = (std::filesystem::path(out).parent_path() / "step_breakdown").string();
+    }
+    if (!result.breakdown.rows.empty() && !breakdown_out.empty()) {
+      tables::publish(result.breakdown, breakdown_out, "");
+    }
     return cli::kExitOk;
   });
 }

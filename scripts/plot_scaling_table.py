@@ -3,7 +3,7 @@
 
 Why this file exists: GPipe's Tables 2 and 3 are easiest to compare as curves. One panel per
 (table, model); for each M our projected speedups are a solid line, our measured ones crosses,
-and the paper's figures (TPU v3 for Table 2, P100 without NVLink for Table 3) a dashed line.
+and the paper's figures (TPUs for Table 2, P100s without NVLink for Table 3) a dashed line.
 
     python3 scripts/plot_scaling_table.py results/scaling_table.json results/scaling_table.png
 """

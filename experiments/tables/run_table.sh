@@ -34,6 +34,11 @@ if [[ $plot == yes && -n $out && -f $out.json ]]; then
   for python in python3 /usr/bin/python3; do
     if "$python" -c 'import matplotlib' 2>/dev/null; then
       "$python" "$root/scripts/plot_$name.py" "$out.json" "$out.png"
+      # scaling_table also writes the step breakdown beside --out (its --breakdown-out).
+      breakdown=$(dirname "$out")/step_breakdown
+      if [[ $name == scaling_table && -f $breakdown.json ]]; then
+        "$python" "$root/scripts/plot_step_breakdown.py" "$breakdown.json" "$breakdown.png"
+      fi
       exit 0
     fi
   done

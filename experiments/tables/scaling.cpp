@@ -17,31 +17,6 @@
 namespace gpipe::tables {
 namespace {
 
-models::ModelConfig amoebanet(int64_t layers, int64_t filters, int64_t image_size,
-                              int64_t classes) {
-  models::ModelConfig c;
-  c.name = "amoebanet-d";
-  c.layers = layers;
-  c.filters = filters;
-  c.image_size = image_size;
-  c.channels = 3;
-  c.classes = classes;
-  return c;
-}
-
-models::ModelConfig transformer(int64_t layers, int64_t d_model, int64_t ffn, int64_t heads,
-                                int64_t vocab, int64_t seq_len) {
-  models::ModelConfig c;
-  c.name = "transformer-l";
-  c.layers = layers;
-  c.d_model = d_model;
-  c.ffn = ffn;
-  c.heads = heads;
-  c.vocab = vocab;
-  c.seq_len = seq_len;
-  return c;
-}
-
 std::string model_key(const ScalingModel& m) {
   const auto& c = m.config;
   return c10::str(c.name, "/L", c.layers, "/D", c.filters, "/img", c.image_size, "/cls", c.classes,
@@ -66,65 +41,6 @@ double elapsed_s(std::chrono::steady_clock::time_point start) {
 }
 
 }  // namespace
-
-std::optional<double> paper_speedup(const std::string& table, const std::string& model, int64_t K,
-                                    int64_t M) {
-  if (table == "table3") return M == 32 ? paper_table3_speedup(model, K) : std::nullopt;
-  return paper_table2_speedup(model, K, M);
-}
-
-const std::vector<std::string>& scaling_preset_names() {
-  static const std::vector<std::string> names = {"quick", "paper"};
-  return names;
-}
-
-ScalingOptions scaling_preset(const std::string& name) {
-  ScalingOptions options;
-  options.preset = name;
-  ScalingTableSpec table2;
-  table2.id = "table2";
-  table2.title = "Table 2: normalised training throughput, K partitions and M micro-batches";
-  table2.paper_hardware = paper_table2_hardware();
-  table2.partitions = {2, 4, 8};
-  table2.chunks = {1, 4, 32};
-  table2.link = "tpu";
-  table2.base_K = 2;
-  table2.base_M = 1;
-  ScalingTableSpec table3;
-  table3.id = "table3";
-  table3.title = "Table 3: normalised training throughput at M=32 without NVLink (PCIe link)";
-  table3.paper_hardware = paper_table3_hardware();
-  table3.partitions = {2, 4, 8};
-  table3.chunks = {32};
-  table3.link = "pcie-scaled";
-  table3.base_K = 2;
-  table3.base_M = 32;
-  if (name == "quick") {
-    // Scaled down to run on two CPU cores in minutes, and deep enough (32 and 34 layers) that
-    // K=8 balances, as the paper's 18-cell AmoebaNet and 24-48 layer Transformers do; narrow, so
-    // a step stays seconds. Each micro-batch of N/32 still costs about what a large one does per
-    // sample (measured here: AmoebaNet 22, 19 and 27 ms per sample at micro-batch 256, 64 and 8).
-    // A narrower Transformer (d=128, seq 128) ran its K=2, M=32 step 49% slower than its one-
-    // thread profile predicts, so the projections would flatter it; d=256 keeps that within 7%.
-    const ScalingModel amoeba{"AmoebaNet-D (L=26, D=16), 128x128 images",
-                              amoebanet(26, 16, 128, 10), 256};
-    const ScalingModel lm{"Transformer-L (L=32, d=256, ffn=1024, seq 64)",
-                          transformer(32, 256, 1024, 4, 2048, 64), 64};
-    table2.models = {amoeba, lm};
-    table3.models = {amoeba, lm};
-  } else if (name == "paper") {
-    table2.models = {{"AmoebaNet-D (18, 256), 224x224 images", amoebanet(18, 256, 224, 1000), 128},
-                     {"Transformer-48 (d=2048, ffn=8192, 32 heads, seq 1024)",
-                      transformer(48, 2048, 8192, 32, 32000, 1024), 32}};
-    table3.models = {{"AmoebaNet-D (18, 128), 224x224 images", amoebanet(18, 128, 224, 1000), 128},
-                     {"Transformer-24 (d=2048, ffn=8192, 32 heads, seq 1024)",
-                      transformer(24, 2048, 8192, 32, 32000, 1024), 32}};
-  } else {
-    throw ConfigError(c10::str("unknown preset '", name, "': expected quick or paper"));
-  }
-  options.tables = {table2, table3};
-  return options;
-}
 
 void validate(const ScalingOptions& options) {
   GPIPE_CHECK(!options.tables.empty(), ConfigError, "no tables to make");
@@ -316,6 +232,12 @@ ScalingResult run_scaling(const ScalingOptions& options) {
           row.samples_per_s = samples_per_second(model.batch, projection.step_ms);
           row.bubble_fraction = projection.bubble_fraction;
           row.comm_fraction = 1.0 - unlinked.step_ms / projection.step_ms;
+          const bool breakdown = table.id == "table2";
+          if (breakdown) {
+            auto b = simulated_breakdown(costs, K, M, options.checkpoint, link.link, balance);
+            b.model = row.model;
+            result.breakdown.rows.push_back(b);
+          }
           row.balance = balance;
           row.other_cores = profile_other_cores.at(costs_key);
           row.paper_speedup = paper_speedup(table.id, row.model, K, M);
@@ -360,6 +282,13 @@ ScalingResult run_scaling(const ScalingOptions& options) {
           mrow.bubble_fraction.reset();
           mrow.other_cores = measured.cpu.other_cores;
           result.rows.push_back(mrow);
+          if (breakdown) {
+            auto b = simulated_breakdown(costs, K, M, options.checkpoint,
+                                         impose ? link.link : link_preset("none"), balance);
+            b.model = row.model;
+            result.breakdown.rows.push_back(
+                measured_breakdown(measured.last_step_events, measured.step_ms.back(), b));
+          }
           if (checked.insert(run_key).second) {
             // The projection on the link the run had: the scaled one, or none (CPU virtual
             // devices share memory).
@@ -383,6 +312,22 @@ ScalingResult run_scaling(const ScalingOptions& options) {
   }
   result.machine["load_average_after"] = load_average();
   result.seconds = elapsed_s(started);
+  result.breakdown.preset = options.preset;
+  result.breakdown.checkpoint = to_string(options.checkpoint);
+  result.breakdown.machine = result.machine;
+  result.breakdown.seconds = result.seconds;
+  for (const auto& table : options.tables) {
+    if (table.id == "table2") result.breakdown.link = table.link;
+  }
+  for (auto& b : result.breakdown.rows) {
+    const std::string source = b.source == "simulated" ? "projected" : "measured";
+    for (const auto& r : result.rows) {
+      if (r.table == "table2" && r.model == b.model && r.K == b.K && r.M == b.M &&
+          r.source == source) {
+        b.speedup = r.speedup;
+      }
+    }
+  }
   return result;
 }
 

@@ -21,6 +21,7 @@
 #include "gpipe/models/registry.h"
 #include "gpipe/profile.h"
 #include "gpipe/stage.h"
+#include "tables/breakdown.h"
 #include "tables/projection.h"
 
 namespace gpipe::tables {
@@ -127,7 +128,10 @@ struct ScalingResult {
   std::vector<ProjectionCheck> checks;
   int64_t max_measured_k = 0;              // as resolved on this machine
   std::map<std::string, TableLink> links;  // by table id
-  nlohmann::json machine;                  // threads, load average before and after
+  // Table 2's rows split into forward, backward, recompute, bubble, imbalance, communication
+  // and optimizer (breakdown.h): simulated for every row, measured where the row is.
+  BreakdownReport breakdown;
+  nlohmann::json machine;  // threads, load average before and after
   double seconds = 0;
   std::string command;  // the command line that made it
 };

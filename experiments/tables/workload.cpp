@@ -126,6 +126,7 @@ TrainingMeasurement measure_training(const models::ModelBuilder& builder,
   }
   result.cpu = cpu->read();
   result.median_step_ms = median(result.step_ms);
+  result.last_step_events = pipeline.timeline().events();
 
   // The pipeline's window of the last step is still open, so its peak now covers that whole
   // step, optimizer update included.

@@ -71,6 +71,8 @@ struct TrainingMeasurement {
   std::vector<int64_t> peak_bytes;
   std::vector<int64_t> state_bytes;
   std::vector<int64_t> peak_activation_bytes;
+  // The executor's timeline of the last step (every device's actions and waits).
+  std::vector<TimelineEvent> last_step_events;
 };
 
 // Builds `builder`'s layers, a Pipeline of `shape` with `optimizer`, and runs `warmup` untimed and

@@ -1,7 +1,7 @@
 # The table drivers (scaling_table, max_model_size): their logic in a GoogleTest program, their
 # command lines through expect_exit.sh. Included from CMakeLists.txt, which defines
 # gpipe_cli_test and ${bin}.
-gpipe_test(tables_tests SOURCES test_tables.cpp test_max_size.cpp DEPS gpipe_tables gpipe_models)
+gpipe_test(tables_tests SOURCES test_tables.cpp test_max_size.cpp test_breakdown.cpp DEPS gpipe_tables gpipe_models)
 if(TARGET tables_tests)
   # One EXPECT_CONFIG_ERROR for every suite: the engine tests' test_util.h.
   target_include_directories(tables_tests PRIVATE ${PROJECT_SOURCE_DIR}/core/tests)
