@@ -185,20 +185,23 @@ TableLink table_link(const std::string& name, double machine_flops) {
   return out;
 }
 
-double measure_gemm_flops(int threads) {
+double measure_gemm_flops(const DeviceSpec& device, int threads) {
   constexpr int64_t n = 512;
   std::vector<double> ms;
-  DeviceWorker worker(DeviceSpec::parse("cpu:0"), threads);
+  DeviceWorker worker(device, threads);
   worker.run([&] {
     torch::NoGradGuard no_grad;
-    const auto a = torch::randn({n, n});
-    const auto b = torch::randn({n, n});
-    auto c = torch::empty({n, n});
+    const auto on = torch::TensorOptions().device(device.torch_device());
+    const auto a = torch::randn({n, n}, on);
+    const auto b = torch::randn({n, n}, on);
+    auto c = torch::empty({n, n}, on);
     for (int i = 0; i < 3; ++i)
       torch::mm_out(c, a, b);
+    synchronize(device);
     for (int i = 0; i < 15; ++i) {
       const auto start = std::chrono::steady_clock::now();
       torch::mm_out(c, a, b);
+      synchronize(device);
       ms.push_back(elapsed_ms(start));
     }
   });

@@ -99,9 +99,9 @@ bool is_scaled_link(const std::string& name);
 void check_table_link(const std::string& name);
 // The link `name`; a scaled one uses `machine_flops` (> 0; measure_gemm_flops).
 TableLink table_link(const std::string& name, double machine_flops);
-// This machine's fp32 GEMM rate on `threads` intra-op threads, in FLOP/s: the median of timed
-// 512x512 products on a device worker, the threads the per-layer profiles use.
-double measure_gemm_flops(int threads);
+// The fp32 GEMM rate of `device` (on `threads` intra-op threads for a CPU device), in FLOP/s:
+// the median of timed 512x512 products on a device worker, as the per-layer profiles run.
+double measure_gemm_flops(const DeviceSpec& device, int threads);
 
 // N samples per step of `step_ms`.
 double samples_per_second(int64_t batch, double step_ms);

@@ -141,7 +141,7 @@ ScalingResult run_scaling(const ScalingOptions& options) {
   double machine_flops = 0;
   for (const auto& table : options.tables) {
     if (is_scaled_link(table.link) && machine_flops == 0) {
-      machine_flops = measure_gemm_flops(options.profile.threads());
+      machine_flops = measure_gemm_flops(profile_device, options.profile.threads());
       result.machine["gemm_flops"] = machine_flops;
       result.machine["gemm_threads"] = options.profile.threads();
     }
@@ -149,10 +149,10 @@ ScalingResult run_scaling(const ScalingOptions& options) {
     result.links[table.id] = link;
     if (link.scaled()) {
       spdlog::info(
-          "{} link {}: this machine does {:.1f} GFLOP/s on {} thread(s), {:.3g} of a {}, so the "
+          "{} link {}: {} does {:.1f} GFLOP/s ({} thread(s) on a CPU), {:.3g} of a {}, so the "
           "link gets {:.3g} MB/s and {:.3g} ms a message",
-          table.id, link.name, machine_flops / 1e9, options.profile.threads(), link.factor,
-          link.accelerator, link.link.bandwidth / 1e6, link.link.latency * 1e3);
+          table.id, link.name, profile_device.str(), machine_flops / 1e9, options.profile.threads(),
+          link.factor, link.accelerator, link.link.bandwidth / 1e6, link.link.latency * 1e3);
     }
   }
 

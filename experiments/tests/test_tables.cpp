@@ -235,7 +235,8 @@ TEST(Projection, ScaledLinksFollowTheComputeRatio) {
   EXPECT_DOUBLE_EQ(plain.link.bandwidth, 12e9);
   EXPECT_CONFIG_ERROR(table_link("pcie-scaled", 0), "compute rate");
   EXPECT_CONFIG_ERROR(table_link("fibre", 1e9), "pcie-scaled or tpu-scaled");
-  EXPECT_GT(measure_gemm_flops(1), 1e8);  // any CPU does more than 0.1 GFLOP/s
+  EXPECT_GT(measure_gemm_flops(DeviceSpec::parse("cpu:0"), 1),
+            1e8);  // any CPU does more than 0.1 GFLOP/s
   // The link's share of a projected step grows as it slows.
   LayerCosts costs;
   costs.forward_ms = {1, 1};

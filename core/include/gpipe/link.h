@@ -7,6 +7,7 @@
 // far slower: bandwidth times the ratio of compute rates, latency divided by it.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
