@@ -26,16 +26,16 @@ nlohmann::json link_json(const TableLink& link) {
   return out;
 }
 
-// "a scaled link: PCIe's 12 GB/s and 10 us times ..., so ..." for the report.
+// How the report names a table's link: its name, and for a scaled link the compute ratio and
+// the speed it leaves (the GEMM rate is the profile's, one thread on the CPU presets).
 std::string link_words(const TableLink& link) {
   if (!link.scaled()) return "`" + link.name + "` link";
-  return c10::str("`", link.name, "` link: this machine's ", fixed(link.machine_flops / 1e9, 1),
-                  " GFLOP/s (fp32 GEMM, one thread) is ", fixed(link.factor * 1e3, 3),
-                  "/1000 of a ", link.accelerator,
-                  ", so the link runs at that share of its "
-                  "speed: ",
-                  fixed(link.link.bandwidth / 1e6, 1), " MB/s and ",
-                  fixed(link.link.latency * 1e3, 2), " ms a message");
+  return c10::str(
+      "`", link.name, "` link: this machine's ", fixed(link.machine_flops / 1e9, 1),
+      " GFLOP/s (fp32 GEMM, one thread) is ", fixed(link.factor * 1e3, 3), "/1000 of a ",
+      link.accelerator,
+      ", so the link runs at that share of its speed: ", fixed(link.link.bandwidth / 1e6, 1),
+      " MB/s and ", fixed(link.link.latency * 1e3, 2), " ms a message");
 }
 
 }  // namespace
