@@ -52,6 +52,7 @@ TransformOptions make_transform_options(const DatasetOptions& options) {
               options.image_size());
   auto transform = TransformOptions(size)
                        .train(options.augment())
+                       .cutout(options.cutout())
                        .normalization(normalization_for(name, options.channels()));
   if (name == "imagenet") return transform.train_crop(TrainCrop::kRandomResized);
   transform.crop_fraction(1.0);

@@ -105,6 +105,7 @@ Transform::Transform(TransformOptions options) : options_(std::move(options)) {
               "random-resized crop needs 0 < min_ratio <= max_ratio, got ", o.min_ratio(), " and ",
               o.max_ratio());
   GPIPE_CHECK(o.padding() >= 0, ConfigError, "pad-crop padding must be >= 0, got ", o.padding());
+  GPIPE_CHECK(o.cutout() >= 0, ConfigError, "cutout must be >= 0 (0: off), got ", o.cutout());
   GPIPE_CHECK(0 < o.crop_fraction() && o.crop_fraction() <= 1, ConfigError,
               "crop_fraction must be in (0, 1], got ", o.crop_fraction());
 }
@@ -137,6 +138,17 @@ torch::Tensor Transform::operator()(const cv::Mat& image, Rng& rng) const {
         break;
     }
     mirror = o.flip() && rng.bernoulli(0.5);
+    if (o.cutout() > 0) {
+      const int64_t y = rng.below(size);
+      const int64_t x = rng.below(size);
+      const int64_t half = o.cutout() / 2;
+      auto tensor = to_tensor(out, o.normalization(), mirror);
+      tensor
+          .slice(1, std::max<int64_t>(0, y - half), std::min<int64_t>(size, y - half + o.cutout()))
+          .slice(2, std::max<int64_t>(0, x - half), std::min<int64_t>(size, x - half + o.cutout()))
+          .zero_();
+      return tensor;
+    }
   } else {
     // Shorter side to round(size / crop_fraction), then the centre size x size.
     const double shorter = std::round(size / o.crop_fraction());

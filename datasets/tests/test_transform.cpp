@@ -1,4 +1,4 @@
-// Training and evaluation transforms: crop geometry, flip, normalisation, determinism.
+// Training and evaluation transforms: crop geometry, flip, cutout, normalisation, determinism.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -139,6 +139,38 @@ TEST(Transform, FlipsAboutHalfTheTime) {
     Rng rng(seed);
     EXPECT_FLOAT_EQ(never(image, rng)[0][0][0].item<float>(), 0.0f);
   }
+}
+
+TEST(Transform, CutoutZeroesOneClippedSquareAndLeavesTheStreamAloneWhenOff) {
+  // A white 16x16 image normalised to 1: cutout 8 zeroes one square of at most 8x8, clipped at
+  // the borders, somewhere new for each seed; the rest stays 1.
+  cv::Mat image(16, 16, CV_8UC1, cv::Scalar(255));
+  const auto options =
+      TransformOptions(16).train(true).train_crop(TrainCrop::kResize).normalization({{0}, {1}});
+  Transform cut(TransformOptions(options).cutout(8));
+  std::set<int64_t> zeroed_counts;
+  for (int seed = 0; seed < 100; ++seed) {
+    Rng rng(seed);
+    const auto out = cut(image, rng)[0];
+    const auto zero = (out == 0);
+    const int64_t count = zero.sum().item<int64_t>();
+    ASSERT_GE(count, 16) << seed;  // a centre in a corner still leaves a 4x4 square
+    ASSERT_LE(count, 64) << seed;
+    // The zeros form a rectangle: its rows times its columns.
+    const int64_t rows = zero.any(1).sum().item<int64_t>();
+    const int64_t columns = zero.any(0).sum().item<int64_t>();
+    ASSERT_EQ(rows * columns, count) << seed;
+    EXPECT_EQ((out == 1).sum().item<int64_t>(), 256 - count);
+    zeroed_counts.insert(count);
+  }
+  EXPECT_GT(zeroed_counts.size(), 3u);
+  // Off, the transform draws exactly what it drew before cutout existed.
+  Transform plain(options);
+  Rng a(5), b(5);
+  plain(image, a);
+  Transform(TransformOptions(options).cutout(0))(image, b);
+  EXPECT_EQ(a.below(1000000), b.below(1000000));
+  EXPECT_THROW(Transform(TransformOptions(options).cutout(-1)), ConfigError);
 }
 
 TEST(Transform, PadCropShiftsByAtMostThePadding) {

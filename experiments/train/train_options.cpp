@@ -18,6 +18,7 @@ nlohmann::json TrainOptions::to_json() const {
       {"model", models::to_json(model)},
       {"dataset", dataset},
       {"data_dir", data_dir},
+      {"cutout", cutout},
       {"balance", balance},
       {"partitions", partitions},
       {"balance_by", balance_by},
@@ -66,6 +67,8 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_flag("--augment,!--no-augment", o.augment, "training augmentation")
       ->capture_default_str()
       ->group(data);
+  opt(data, "--cutout", o.cutout,
+      "training augmentation: zero a random square of this many pixels a side (0: off)");
   opt(data, "--eval-batch-size", o.eval_batch_size, "evaluation batch (0: --batch-size)");
 
   const char* pipe = "Pipeline";

@@ -27,6 +27,7 @@ struct TrainOptions {
   int64_t workers = 2;
   bool skip_bad = false;
   bool augment = true;
+  int64_t cutout = 0;           // with augment: cutout side in pixels (0: off)
   int64_t eval_batch_size = 0;  // 0: --batch-size
 
   // Pipeline.

@@ -21,6 +21,7 @@ TrainingData::TrainingData(const TrainOptions& options) : options_(options) {
                                       .split(split)
                                       .image_size(options_.model.image_size)
                                       .augment(augment)
+                                      .cutout(augment ? options_.cutout : 0)
                                       .skip_bad(options_.skip_bad)
                                       .seed(options_.seed));
   };

@@ -42,6 +42,8 @@ struct DatasetOptions {
   TORCH_ARG(int64_t, image_size) = 0;
   // The training transform (random crop and flip) when true, the evaluation one otherwise.
   TORCH_ARG(bool, augment) = false;
+  // With augment: cutout side in pixels of the output (transform.h; 0: off).
+  TORCH_ARG(int64_t, cutout) = 0;
   // Skip (log and count) undecodable images instead of failing; ImageNet folders only.
   TORCH_ARG(bool, skip_bad) = false;
   // ImageNet flat val/: the labels file (see image_folder.h); empty: look in the usual places.

@@ -43,6 +43,10 @@ struct TransformOptions {
   TORCH_ARG(int64_t, padding) = 4;
   // Random horizontal flip with probability 1/2 in training.
   TORCH_ARG(bool, flip) = true;
+  // Cutout (DeVries and Taylor, 2017) in training: a cutout x cutout square of the output, its
+  // centre anywhere in the image and clipped at the borders, set to 0 after normalisation (the
+  // mean). 0: off, and no random number is drawn for it.
+  TORCH_ARG(int64_t, cutout) = 0;
   // Evaluation: resize the shorter side to round(size / crop_fraction), then take the centre
   // size x size crop (0.875: 256 then 224, as for ImageNet; 1.0: resize only).
   TORCH_ARG(double, crop_fraction) = 0.875;
