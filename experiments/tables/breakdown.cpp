@@ -33,6 +33,12 @@ std::vector<double> parts(const StepBreakdown& b) {
   return out;
 }
 
+// Where an action's time goes: forward (F), recompute (R), or backward (B and W).
+double& work_slot(StepBreakdown& b, const std::string& action) {
+  const char kind = action.front();
+  return kind == 'F' ? b.forward : kind == 'R' ? b.recompute : b.backward;
+}
+
 double total(const std::vector<double>& values) {
   return std::accumulate(values.begin(), values.end(), 0.0);
 }
@@ -80,9 +86,7 @@ StepBreakdown simulated_breakdown(const LayerCosts& costs, int64_t K, int64_t M,
   out.source = "simulated";
   double work = 0;
   for (const auto& e : with_link.events) {
-    const char kind = e.name.front();
-    auto& slot = kind == 'F' ? out.forward : kind == 'R' ? out.recompute : out.backward;
-    slot += e.duration;
+    work_slot(out, e.name) += e.duration;
     work += e.duration;
   }
   const auto updates = sum_by_stage(costs.update_ms, balance);
@@ -107,25 +111,17 @@ StepBreakdown measured_breakdown(const std::vector<TimelineEvent>& events, doubl
   out.source = "measured";
   out.step_ms = step_ms;
   out.forward = out.backward = out.recompute = 0;
-  double first = 0, last = 0;
-  bool any = false;
   std::vector<bool> seen(static_cast<size_t>(K), false);
   for (const auto& e : events) {
     GPIPE_CHECK(e.stage >= 0 && e.stage < K, ConfigError, "a timeline event of device ", e.stage,
                 " in a step of ", K, " devices");
     seen[static_cast<size_t>(e.stage)] = true;
-    first = any ? std::min(first, e.start_us) : e.start_us;
-    last = any ? std::max(last, e.end_us()) : e.end_us();
-    any = true;
-    if (e.communication) continue;
-    const char kind = e.name.front();
-    auto& slot = kind == 'F' ? out.forward : kind == 'R' ? out.recompute : out.backward;
-    slot += e.duration_us / 1e3;
+    if (!e.communication) work_slot(out, e.name) += e.duration_us / 1e3;
   }
   GPIPE_CHECK(std::all_of(seen.begin(), seen.end(), [](bool s) { return s; }), ConfigError,
               "the timeline does not cover all ", K, " devices of the step");
   const double k = static_cast<double>(K);
-  const double schedule_ms = (last - first) / 1e3;
+  const double schedule_ms = span_us(events) / 1e3;
   const double device_time = k * step_ms;
   const double work = out.forward + out.backward + out.recompute;
   // After the schedule every device waits for the update (and the step's fan-out).
