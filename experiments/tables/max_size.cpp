@@ -286,8 +286,8 @@ MaxSizeResult run_max_size(const MaxSizeOptions& options) {
       callbacks.predicted_bytes = [&](const SearchPoint& p) {
         const auto& c = config_at(p);
         // Sizes whose state alone, perfectly spread, is far over budget need no profile.
-        const double state =
-            static_cast<double>(parameters(c)) * 4.0 * (2.0 + slots) / static_cast<double>(K);
+        const double state = static_cast<double>(parameters(c) * bytes_per_parameter(optimizer)) /
+                             static_cast<double>(K);
         if (state > 2 * budget) return state;
         const auto stages = predict_stage_bytes(profile(c), balance_of(c), shape);
         return *std::max_element(stages.begin(), stages.end());
@@ -350,7 +350,7 @@ MaxSizeResult run_max_size(const MaxSizeOptions& options) {
       row.size = size_label(chosen);
       row.parameters = parameters(chosen);
       row.parameter_bytes = row.parameters * 4;
-      row.bytes_per_parameter = 4 * (2 + slots);
+      row.bytes_per_parameter = bytes_per_parameter(optimizer);
       row.balance = balance_of(chosen);
       row.peak_bytes_per_device = m.peak_bytes;
       row.state_bytes_per_device = m.state_bytes;

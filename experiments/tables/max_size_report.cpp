@@ -164,10 +164,9 @@ std::string to_markdown(const MaxSizeResult& result) {
     }
     out << "; budget **" << format_bytes(static_cast<double>(o.budget_for(m)))
         << " per device**.\n\n";
-    const int64_t bytes_per_parameter =
-        4 * (2 + optimizer_state_slots(resolve_optimizer(o.optimizer, m.base.name)));
+    const int64_t per_parameter = bytes_per_parameter(resolve_optimizer(o.optimizer, m.base.name));
     TextTable table({"config", amoeba ? "(L, D)" : "L", "parameters",
-                     c10::str("parameter memory (", bytes_per_parameter, " B a parameter)"),
+                     c10::str("parameter memory (", per_parameter, " B a parameter)"),
                      "parameters + gradients + optimizer state", "peak activation memory",
                      "peak per device", "balance", "paper size", "paper parameters",
                      "paper parameter memory", "paper peak activation"},

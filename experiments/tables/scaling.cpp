@@ -175,7 +175,7 @@ ScalingResult run_scaling(const ScalingOptions& options) {
       const std::string optimizer = resolve_optimizer(options.optimizer, model.config.name);
       const int64_t parameters = builder->count_parameters();
       // Parameters, gradients and optimizer state of the whole model, for the measured runs.
-      const int64_t state_bytes = parameters * 4 * (2 + optimizer_state_slots(optimizer));
+      const int64_t state_bytes = parameters * bytes_per_parameter(optimizer);
       const bool can_measure = memory == 0 || state_bytes < memory * 6 / 10;
       if (!can_measure) {
         spdlog::warn(

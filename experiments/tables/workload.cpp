@@ -33,6 +33,10 @@ int64_t optimizer_state_slots(const std::string& name) {
   throw ConfigError(c10::str("unknown optimizer '", name, "': expected rmsprop, adam or sgd"));
 }
 
+int64_t bytes_per_parameter(const std::string& optimizer) {
+  return 4 * (2 + optimizer_state_slots(optimizer));
+}
+
 Pipeline::OptimizerFactory make_optimizer(const std::string& name) {
   optimizer_state_slots(name);  // validates the name
   return cli::make_optimizer_factory(cli::OptimizerSettings(name).lr(name == "sgd" ? 1e-3 : 1e-4));

@@ -25,6 +25,9 @@ std::string default_optimizer(const std::string& model);
 std::string resolve_optimizer(const std::string& name, const std::string& model);
 // Optimizer state tensors kept per parameter tensor: rmsprop 1 (square average), adam 2, sgd 0.
 int64_t optimizer_state_slots(const std::string& name);
+// Float32 bytes a parameter costs with its gradient and optimizer state: 4 x (2 + slots), so 12
+// for RMSProp, 16 for Adam (the paper's Table 1 counts 12).
+int64_t bytes_per_parameter(const std::string& optimizer);
 // A factory for Pipeline::set_optimizer (and the profilers): small learning rates, real state.
 Pipeline::OptimizerFactory make_optimizer(const std::string& name);
 
