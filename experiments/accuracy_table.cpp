@@ -1,21 +1,33 @@
-// accuracy_table: GPipe's Table 4 beside ours, and the claim behind it that partitioning a model
-// does not change what it learns.
+// accuracy_table: GPipe's Table 4 beside ours, the claim behind it that partitioning a model
+// does not change what it learns, and Table 4's transfer protocol in shape.
 //
-//   build/bin/accuracy_table            # naive-1, pipeline-2, pipeline-4 on Fashion-MNIST
+//   build/bin/accuracy_table            # naive-1, pipeline-2, pipeline-4, then the transfer runs
 //   build/bin/accuracy_table --reuse    # rebuild the table from runs already made
 //   build/bin/accuracy_table --preset fashion-mnist-cpu --epochs 2 --configs naive-1,pipeline-2
+//   build/bin/accuracy_table --configs "" --runs 5   # only the transfer rows
 //
-// Trains the same preset with the same seed as naive-1 (one device, no micro-batching, no
-// re-materialisation) and as pipeline-K (K devices, the preset's M), evaluates each on the test
-// split, and shows whether their accuracies agree within 0.5 points. Each run keeps its
-// metrics, summary and trace in results/accuracy_table/<config>/. Writes
-// results/accuracy_table.{md,csv,json} with the paper's Table 4 rows (AmoebaNet-B (18, 512),
-// ImageNet then fine-tuned) beside ours; datasets we did not run are marked "not run".
+// Partitioning: trains the same preset with the same seed as naive-1 (one device, no
+// micro-batching, no re-materialisation) and as pipeline-K (K devices, the preset's M),
+// evaluates each on the test split, and shows whether their accuracies agree within 0.5 points.
+//
+// Transfer (the paper fine-tunes an ImageNet model on other datasets; this machine has one real
+// dataset, so its classes are split into two tasks): pretrain the preset on classes
+// --pretrain-classes (0-4), then fine-tune on --finetune-classes (5-9) from that snapshot with a
+// new randomly initialised head and the pretraining hyper-parameters, random flips and cutout,
+// --runs times (seeds 0..runs-1), against training from scratch on 5-9 with the same steps and
+// seeds. Rows finetune-5-9 and scratch-5-9 carry the mean and sample standard deviation.
+//
+// Each run keeps its metrics, summary and trace in results/accuracy_table/<config>/ (transfer
+// runs in <config>/seed-<s>/). Writes results/accuracy_table.{md,csv,json} with the paper's
+// Table 4 rows (AmoebaNet-B (18, 512), ImageNet then fine-tuned) beside ours; datasets we did
+// not run are marked "not run".
 #include <spdlog/spdlog.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <numeric>
 
 #include "common/cli.h"
 #include "gpipe/errors.h"
@@ -40,32 +52,19 @@ constexpr PaperRow kPaper[] = {
     {"fgvc-aircraft", 92.7, -1}, {"birdsnap", 83.6, -1},
 };
 
-// The trainer's options for `config` ("naive-1" or "pipeline-K") on top of the preset.
-gpipe::train::TrainOptions options_for(const std::string& preset, const std::string& config,
-                                       const std::vector<std::string>& overrides,
-                                       const std::string& output_dir) {
+// The trainer's options: the preset, then `args` (later flags win).
+gpipe::train::TrainOptions options_for(const std::string& preset,
+                                       const std::vector<std::string>& args) {
   CLI::App app;
   app.set_config("--config");
   app.allow_config_extras(false);
   gpipe::train::TrainOptions options;
   gpipe::train::add_train_flags(app, options);
-  std::vector<std::string> args{"accuracy_table", "--config",
-                                gpipe::train::presets_dir() + "/" + preset + ".toml"};
-  for (const auto& o : overrides)
-    args.push_back(o);
-  if (config == "naive-1") {
-    args.insert(args.end(),
-                {"--partitions", "1", "--balance", "", "--chunks", "1", "--checkpoint", "never"});
-  } else {
-    const std::string k = config.rfind("pipeline-", 0) == 0 ? config.substr(9) : "";
-    GPIPE_CHECK(!k.empty() && k.find_first_not_of("0123456789") == std::string::npos && k != "0",
-                gpipe::ConfigError, "unknown config '", config,
-                "': expected naive-1 or pipeline-K with K >= 1");
-    args.insert(args.end(), {"--partitions", k, "--balance", ""});
-  }
-  args.insert(args.end(), {"--output-dir", output_dir, "--progress", "log"});
+  std::vector<std::string> all{"accuracy_table", "--config",
+                               gpipe::train::presets_dir() + "/" + preset + ".toml"};
+  all.insert(all.end(), args.begin(), args.end());
   std::vector<char*> argv;
-  for (auto& a : args)
+  for (auto& a : all)
     argv.push_back(a.data());
   try {
     app.parse(static_cast<int>(argv.size()), argv.data());
@@ -73,6 +72,124 @@ gpipe::train::TrainOptions options_for(const std::string& preset, const std::str
     throw gpipe::ConfigError(std::string("preset ") + preset + ": " + e.what());
   }
   return options;
+}
+
+// The flags that make `config` ("naive-1" or "pipeline-K") of the preset; K in `k`.
+std::vector<std::string> partition_args(const std::string& config, int64_t* k) {
+  if (config == "naive-1") {
+    *k = 1;
+    return {"--partitions", "1", "--balance", "", "--chunks", "1", "--checkpoint", "never"};
+  }
+  const std::string digits = config.rfind("pipeline-", 0) == 0 ? config.substr(9) : "";
+  GPIPE_CHECK(!digits.empty() && digits.size() < 6 &&
+                  digits.find_first_not_of("0123456789") == std::string::npos && digits != "0",
+              gpipe::ConfigError, "unknown config '", config,
+              "': expected naive-1 or pipeline-K with K >= 1");
+  *k = std::stoll(digits);
+  return {"--partitions", digits, "--balance", ""};
+}
+
+// Trains the preset with `args` into `dir` (or, with `reuse`, reads the summary already there)
+// and returns the summary; `label` names the run in the log.
+json train_or_reuse(const std::string& preset, std::vector<std::string> args, const fs::path& dir,
+                    bool reuse, const std::string& label) {
+  args.insert(args.end(), {"--output-dir", dir.string(), "--progress", "log"});
+  const auto options = options_for(preset, args);
+  if (reuse && fs::exists(dir / "summary.json")) {
+    std::ifstream in(dir / "summary.json");
+    spdlog::info("{}: reusing {}", label, (dir / "summary.json").string());
+    return json::parse(in);
+  }
+  spdlog::info("{}: training {} on {} ({} epochs)", label, options.model.name, options.dataset,
+               options.epochs);
+  gpipe::train::Trainer trainer(options);
+  const auto result = trainer.run();
+  json summary = result.to_json();
+  summary["config"] = options.to_json();
+  gpipe::write_json_file((dir / "summary.json").string(), summary);
+  GPIPE_CHECK(!summary["final_test_top1"].is_null(), gpipe::ConfigError, label,
+              " has no test accuracy: the preset's dataset must have a test split");
+  return summary;
+}
+
+struct TransferOptions {
+  std::string pretrain_classes = "0-4";
+  std::string finetune_classes = "5-9";
+  int64_t runs = 5;    // fine-tuning runs and scratch runs, seeds 0..runs-1 (0: none)
+  int64_t epochs = 2;  // of each fine-tuning and scratch run
+  int64_t cutout = 8;  // pixels a side
+};
+
+double mean_of(const std::vector<double>& v) {
+  return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+// Sample standard deviation (n - 1); 0 for one value.
+double std_of(const std::vector<double>& v) {
+  if (v.size() < 2) return 0;
+  const double m = mean_of(v);
+  double sum = 0;
+  for (const double x : v)
+    sum += (x - m) * (x - m);
+  return std::sqrt(sum / static_cast<double>(v.size() - 1));
+}
+
+// The pretraining row and the fine-tuning and scratch rows of the transfer protocol.
+json transfer_rows(const std::string& preset, const std::vector<std::string>& overrides,
+                   const TransferOptions& t, const fs::path& runs_dir, bool reuse) {
+  json rows = json::array();
+  const std::string from = "pretrain-" + t.pretrain_classes;
+  const auto pretrain_dir = runs_dir / from;
+  const auto snapshot = pretrain_dir / "snapshot";
+  auto args = overrides;
+  args.insert(args.end(), {"--class-subset", t.pretrain_classes, "--snapshot-dir",
+                           snapshot.string(), "--keep-snapshots", "1"});
+  // The fine-tuning runs need the snapshot, which is not kept in the repository.
+  const bool have_snapshot = fs::exists(snapshot / "latest");
+  const auto pretrain = train_or_reuse(preset, args, pretrain_dir, reuse && have_snapshot, from);
+  const auto pretrain_options = options_for(preset, args);
+  auto row = [&](const std::string& config, const std::string& classes,
+                 const std::vector<json>& summaries) {
+    std::vector<double> top1, top5;
+    for (const auto& s : summaries) {
+      top1.push_back(100 * s["final_test_top1"].get<double>());
+      top5.push_back(100 * s["final_test_top5"].get<double>());
+    }
+    spdlog::info("{}: test top-1 {:.2f} +- {:.2f}% over {} run(s)", config, mean_of(top1),
+                 std_of(top1), top1.size());
+    return json{{"config", config},
+                {"dataset", pretrain_options.dataset + " classes " + classes},
+                {"model", pretrain_options.model.name},
+                {"K", pretrain_options.partitions},
+                {"M", pretrain_options.chunks},
+                {"runs", summaries.size()},
+                {"steps", summaries.front()["steps"]},
+                {"test_top1", mean_of(top1)},
+                {"test_top5", mean_of(top5)},
+                {"test_top1_mean", mean_of(top1)},
+                {"test_top1_std", std_of(top1)},
+                {"test_top1_runs", top1},
+                {"source", "ours"}};
+  };
+  rows.push_back(row(from, t.pretrain_classes, {pretrain}));
+  for (const bool finetune : {true, false}) {
+    const std::string config = (finetune ? "finetune-" : "scratch-") + t.finetune_classes;
+    std::vector<json> summaries;
+    for (int64_t seed = 0; seed < t.runs; ++seed) {
+      auto run_args = overrides;
+      run_args.insert(run_args.end(), {"--class-subset", t.finetune_classes, "--epochs",
+                                       std::to_string(t.epochs), "--seed", std::to_string(seed),
+                                       "--augment", "--cutout", std::to_string(t.cutout)});
+      if (finetune) {
+        run_args.insert(run_args.end(), {"--finetune-from", snapshot.string()});
+      }
+      const auto dir = runs_dir / config / ("seed-" + std::to_string(seed));
+      summaries.push_back(
+          train_or_reuse(preset, run_args, dir, reuse, config + " seed " + std::to_string(seed)));
+    }
+    rows.push_back(row(config, t.finetune_classes, summaries));
+  }
+  return rows;
 }
 
 std::string percent(const json& value, const char* missing = "-") {
@@ -86,7 +203,8 @@ std::string percent(const json& value, const char* missing = "-") {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "accuracy_table: GPipe's Table 4 beside ours; naive-1 against pipeline-K on one preset"};
+      "accuracy_table: GPipe's Table 4 beside ours; naive-1 against pipeline-K on one preset, "
+      "and fine-tuning against training from scratch on held-out classes"};
   std::string preset = "fashion-mnist-cpu";
   std::string configs = "naive-1,pipeline-2,pipeline-4";
   std::string out = "results";
@@ -95,11 +213,14 @@ int main(int argc, char** argv) {
   int64_t eval_batches = 0;
   bool reuse = false;
   double tolerance = 0.5;
+  TransferOptions transfer;
   app.add_option("--preset", preset, "trainer preset (experiments/presets/NAME.toml)")
       ->capture_default_str();
-  app.add_option("--configs", configs, "naive-1 and pipeline-K runs, comma-separated")
+  app.add_option("--configs", configs,
+                 "naive-1 and pipeline-K runs, comma-separated (may be empty)")
       ->capture_default_str();
-  app.add_option("--epochs", epochs, "override the preset's epochs (0: keep)");
+  app.add_option("--epochs", epochs,
+                 "override the preset's epochs (0: keep); not the fine-tuning and scratch runs");
   app.add_option("--steps", steps, "cap every run at this many steps (0: no cap)");
   app.add_option("--eval-batches", eval_batches,
                  "evaluate on the first N test batches (0: the whole test split)");
@@ -107,50 +228,64 @@ int main(int argc, char** argv) {
   app.add_option("--out", out, "results folder")->capture_default_str();
   app.add_option("--tolerance", tolerance, "largest accepted top-1 spread, in points")
       ->capture_default_str();
+  const char* group = "Transfer";
+  app.add_option("--pretrain-classes", transfer.pretrain_classes, "classes to pretrain on")
+      ->capture_default_str()
+      ->group(group);
+  app.add_option("--finetune-classes", transfer.finetune_classes,
+                 "classes to fine-tune on, and to train on from scratch")
+      ->capture_default_str()
+      ->group(group);
+  app.add_option("--runs", transfer.runs, "fine-tuning and scratch runs, seeds 0..N-1 (0: none)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->group(group);
+  app.add_option("--transfer-epochs", transfer.epochs, "epochs of each fine-tuning and scratch run")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->group(group);
+  app.add_option("--cutout", transfer.cutout, "cutout side in pixels of the fine-tuning runs")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->group(group);
   return gpipe::cli::run_main(app, argc, argv, [&]() -> int {
     std::vector<std::string> overrides;
-    if (epochs > 0) overrides.insert(overrides.end(), {"--epochs", std::to_string(epochs)});
     if (steps > 0) overrides.insert(overrides.end(), {"--steps", std::to_string(steps)});
     if (eval_batches > 0)
       overrides.insert(overrides.end(), {"--eval-batches", std::to_string(eval_batches)});
     const auto runs_dir = fs::path(out) / "accuracy_table";
     fs::create_directories(runs_dir);
     json rows = json::array();
-    std::string dataset;
+    std::string dataset = options_for(preset, {}).dataset;
     std::vector<double> ours;
     for (const auto& config : gpipe::cli::parse_strings(configs)) {
-      const auto dir = runs_dir / config;
-      const auto options = options_for(preset, config, overrides, dir.string());
-      dataset = options.dataset;
-      json summary;
-      if (reuse && fs::exists(dir / "summary.json")) {
-        std::ifstream in(dir / "summary.json");
-        summary = json::parse(in);
-        spdlog::info("{}: reusing {}", config, (dir / "summary.json").string());
-      } else {
-        spdlog::info("{}: training {} on {} ({} epochs)", config, options.model.name,
-                     options.dataset, options.epochs);
-        gpipe::train::Trainer trainer(options);
-        const auto result = trainer.run();
-        summary = result.to_json();
-        summary["config"] = options.to_json();
-        gpipe::write_json_file((dir / "summary.json").string(), summary);
-      }
-      GPIPE_CHECK(!summary["final_test_top1"].is_null(), gpipe::ConfigError, config,
-                  " has no test accuracy: the preset's dataset must have a test split");
+      int64_t k = 1;
+      auto args = partition_args(config, &k);
+      if (epochs > 0) args.insert(args.end(), {"--epochs", std::to_string(epochs)});
+      args.insert(args.end(), overrides.begin(), overrides.end());
+      const auto summary = train_or_reuse(preset, args, runs_dir / config, reuse, config);
+      const auto options = options_for(preset, args);
       const double top1 = 100 * summary["final_test_top1"].get<double>();
       const double top5 = 100 * summary["final_test_top5"].get<double>();
       ours.push_back(top1);
       rows.push_back({{"config", config},
                       {"dataset", options.dataset},
                       {"model", options.model.name},
-                      {"K", config == "naive-1" ? 1 : std::stoi(config.substr(9))},
+                      {"K", k},
                       {"M", config == "naive-1" ? 1 : options.chunks},
                       {"test_top1", top1},
                       {"test_top5", top5},
                       {"throughput_samples_per_s", summary["throughput_samples_per_s"]},
                       {"source", "ours"}});
       spdlog::info("{}: test top-1 {:.2f}%, top-5 {:.2f}%", config, top1, top5);
+    }
+    json transfer_json = json::array();
+    if (transfer.runs > 0) {
+      auto args = overrides;
+      if (epochs > 0) args.insert(args.end(), {"--epochs", std::to_string(epochs)});
+      transfer_json = transfer_rows(preset, args, transfer, runs_dir, reuse);
+      for (const auto& r : transfer_json)
+        rows.push_back(r);
     }
     const auto [lo, hi] = std::minmax_element(ours.begin(), ours.end());
     const double spread = ours.empty() ? 0 : *hi - *lo;
@@ -171,10 +306,11 @@ int main(int argc, char** argv) {
                          {"command", gpipe::cli::command_line(argc, argv)}};
     gpipe::write_json_file((fs::path(out) / "accuracy_table.json").string(), result);
     std::ofstream csv(fs::path(out) / "accuracy_table.csv");
-    csv << "config,dataset,test_top1,test_top5,source\n";
+    csv << "config,dataset,runs,test_top1,test_top1_std,test_top5,source\n";
     for (const auto& r : rows) {
       csv << r["config"].get<std::string>() << "," << r["dataset"].get<std::string>() << ","
-          << percent(r["test_top1"]) << "," << percent(r["test_top5"]) << ","
+          << r.value("runs", 1) << "," << percent(r["test_top1"]) << ","
+          << percent(r.value("test_top1_std", json())) << "," << percent(r["test_top5"]) << ","
           << r["source"].get<std::string>() << "\n";
     }
     std::ostringstream md;
@@ -182,17 +318,42 @@ int main(int argc, char** argv) {
        << "Ours: preset `" << preset << "` (" << dataset << "), the same seed for every run. "
        << "Top-1 spread " << std::fixed << std::setprecision(2) << spread << " points (bound "
        << tolerance << "): " << (spread <= tolerance ? "they agree" : "THEY DO NOT AGREE")
-       << ".\n\n| config | dataset | test top-1 (%) | test top-5 (%) | source "
-          "|\n|---|---|---|---|---|\n";
+       << ".\n\n| config | dataset | runs | test top-1 (%) | test top-5 (%) | source "
+          "|\n|---|---|---|---|---|---|\n";
     for (const auto& r : rows) {
+      const auto runs = r.value("runs", 1);
       md << "| " << r["config"].get<std::string>() << " | " << r["dataset"].get<std::string>()
-         << " | " << percent(r["test_top1"]) << " | " << percent(r["test_top5"]) << " | "
-         << r["source"].get<std::string>()
+         << " | " << (r["source"] == "paper" ? "-" : std::to_string(runs)) << " | "
+         << percent(r["test_top1"])
+         << (runs > 1 ? " +- " + percent(r["test_top1_std"]) : std::string()) << " | "
+         << percent(r["test_top5"]) << " | " << r["source"].get<std::string>()
          << (r.contains("ours") && r["ours"] == "not run" ? " (ours: not run)" : "") << " |\n";
     }
     md << "\nThe paper's rows are GPipe Table 4 (AmoebaNet-B (18, 512) trained on ImageNet at "
-          "480x480, then fine-tuned); the datasets marked \"not run\" are not on this machine.\n\n"
-       << "Made by: `" << result["command"].get<std::string>() << "`\n";
+          "480x480, then fine-tuned); the datasets marked \"not run\" are not on this machine.\n";
+    if (transfer_json.size() == 3) {
+      const auto& ft = transfer_json[1];
+      const auto& scratch = transfer_json[2];
+      const double gain =
+          ft["test_top1_mean"].get<double>() - scratch["test_top1_mean"].get<double>();
+      const double spread_of_runs =
+          std::max(ft["test_top1_std"].get<double>(), scratch["test_top1_std"].get<double>());
+      md << "\n## Transfer, in the shape of Table 4's protocol\n\n"
+         << "Pretrained on " << dataset << " classes " << transfer.pretrain_classes << " ("
+         << transfer_json[0]["steps"] << " steps), then " << transfer.runs
+         << " fine-tuning runs (seeds 0-" << transfer.runs - 1 << ") on classes "
+         << transfer.finetune_classes << " from that snapshot with a new randomly initialised "
+         << "head, the pretraining hyper-parameters, random flips and " << transfer.cutout << "x"
+         << transfer.cutout << " cutout, " << ft["steps"] << " steps each; against as many runs "
+         << "from scratch with the same steps, seeds and augmentation. Mean +- sample standard "
+         << "deviation. Fine-tuning " << (gain >= 0 ? "gains " : "loses ") << std::fabs(gain)
+         << " points of top-1 over training from scratch"
+         << (std::fabs(gain) < spread_of_runs
+                 ? ", less than the runs' standard deviation: no measurable difference at this "
+                   "budget.\n"
+                 : ", more than the runs' standard deviation.\n");
+    }
+    md << "\nMade by: `" << result["command"].get<std::string>() << "`\n";
     std::ofstream(fs::path(out) / "accuracy_table.md") << md.str();
     std::ofstream(runs_dir / "COMMAND") << result["command"].get<std::string>() << "\n";
     std::cout << md.str();

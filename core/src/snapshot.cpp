@@ -1,5 +1,6 @@
 #include "gpipe/snapshot.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -238,9 +239,19 @@ LoadReport load_stage_shards(Pipeline& pipeline, const std::string& dir,
 
   LoadReport report;
   torch::NoGradGuard no_grad;
+  // Names are "<layer index>.<name>": is this one in a layer kept as initialised?
+  auto fresh = [&](const std::string& name) {
+    const int64_t layer = std::stoll(name.substr(0, name.find('.')));
+    const auto& layers = options.fresh_layers();
+    return std::find(layers.begin(), layers.end(), layer) != layers.end();
+  };
   const bool with_optimizer = options.optimizer() && pipeline.has_optimizer();
   const auto named = pipeline.named_parameters();
   for (const auto& [name, p] : named) {
+    if (fresh(name)) {
+      report.skipped.push_back(name);
+      continue;
+    }
     auto it = saved.find("param:" + name);
     GPIPE_CHECK(it != saved.end(), ConfigError, "the snapshot in '", dir, "' has no parameter '",
                 name, "': it was saved from another model or configuration");
@@ -272,6 +283,10 @@ LoadReport load_stage_shards(Pipeline& pipeline, const std::string& dir,
   }
   for (const auto& [name, b] : pipeline.named_buffers()) {
     if (!b.defined()) continue;
+    if (fresh(name)) {
+      report.skipped.push_back(name);
+      continue;
+    }
     auto it = saved.find("buffer:" + name);
     GPIPE_CHECK(it != saved.end(), ConfigError, "the snapshot in '", dir, "' has no buffer '", name,
                 "': it was saved from another model or configuration");

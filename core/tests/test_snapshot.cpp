@@ -137,6 +137,29 @@ TEST(Snapshot, FineTuningSkipsTheMismatchedClassifier) {
   EXPECT_TRUE(torch::equal(a[0].second, b[0].second)) << "hidden layers come from the snapshot";
 }
 
+TEST(Snapshot, FineTuningKeepsFreshLayersAsInitialised) {
+  const auto dir = fresh_dir("fresh_head");
+  Pipeline saved(seeded_mlp(kOptions), PipelineOptions({3, 2}));
+  save_stage_shards(saved, dir);
+  // Same shapes, another seed: only the head (layer 4) keeps its own initialisation.
+  Pipeline tuned(seeded_mlp(kOptions, 5), PipelineOptions({2, 3}));
+  const auto before = tuned.named_parameters();
+  std::vector<torch::Tensor> initial;
+  for (const auto& [name, p] : before)
+    initial.push_back(p.detach().clone());
+  const auto report =
+      load_stage_shards(tuned, dir, LoadOptions().optimizer(false).fresh_layers({4}));
+  EXPECT_EQ(report.skipped, (std::vector<std::string>{"4.module.weight", "4.module.bias"}));
+  const auto a = saved.named_parameters();
+  const auto b = tuned.named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const bool head = a[i].first.rfind("4.", 0) == 0;
+    EXPECT_EQ(torch::equal(b[i].second, head ? initial[i] : a[i].second), true) << a[i].first;
+    if (head) EXPECT_FALSE(torch::equal(a[i].second, b[i].second)) << a[i].first;
+  }
+}
+
 TEST(Snapshot, CorruptShardNamesTheFile) {
   const auto dir = fresh_dir("corrupt");
   Pipeline saved(seeded_mlp(kOptions), PipelineOptions({3, 2}));

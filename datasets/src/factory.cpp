@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "gpipe/datasets/cifar.h"
+#include "gpipe/datasets/class_subset.h"
 #include "gpipe/datasets/errors.h"
 #include "gpipe/datasets/image_folder.h"
 #include "gpipe/datasets/mnist.h"
@@ -64,7 +65,9 @@ TransformOptions make_transform_options(const DatasetOptions& options) {
   return transform.train_crop(TrainCrop::kResize).flip(false);  // synthetic
 }
 
-std::shared_ptr<ImageSource> make_source(const DatasetOptions& options) {
+namespace {
+
+std::shared_ptr<ImageSource> make_whole_source(const DatasetOptions& options) {
   const auto& name = options.name();
   check_name(name);
   GPIPE_CHECK(name != "synthetic-tokens", ConfigError,
@@ -85,9 +88,19 @@ std::shared_ptr<ImageSource> make_source(const DatasetOptions& options) {
       name == "mnist" ? MnistSource::mnist_classes() : MnistSource::fashion_mnist_classes());
 }
 
+}  // namespace
+
+std::shared_ptr<ImageSource> make_source(const DatasetOptions& options) {
+  auto source = make_whole_source(options);
+  if (options.class_subset().empty()) return source;
+  return std::make_shared<ClassSubset>(std::move(source), options.class_subset());
+}
+
 std::shared_ptr<Dataset> make_dataset(const DatasetOptions& options) {
   check_name(options.name());
   if (options.name() == "synthetic-tokens") {
+    GPIPE_CHECK(options.class_subset().empty(), ConfigError,
+                "synthetic-tokens has no classes to choose from (class_subset)");
     return std::make_shared<SyntheticTokens>(options.count(), options.seq_len(), options.vocab(),
                                              options.seed());
   }

@@ -74,6 +74,42 @@ TEST(Factory, UnknownNamesAndBadSettings) {
   expect_error<ConfigError>([] { parse_split("dev"); }, {"dev"});
 }
 
+TEST(Factory, ClassListsParseOrNameTheBadText) {
+  EXPECT_EQ(parse_class_list("0-4"), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(parse_class_list("9,5-6"), (std::vector<int64_t>{9, 5, 6}));
+  for (const char* bad : {"", "4-0", "1,1", "0-", "a", "1,", "-3", "0--2", "99999999999"}) {
+    try {
+      parse_class_list(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("'") + bad + "'"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST(Factory, ClassSubsetKeepsAndRelabelsInTheGivenOrder) {
+  const auto options = DatasetOptions("synthetic").count(40).classes(4).image_size(8);
+  const auto whole = make_source(options);
+  const auto subset = make_source(DatasetOptions(options).class_subset({3, 1}));
+  EXPECT_EQ(subset->classes(),
+            (std::vector<std::string>{whole->classes()[3], whole->classes()[1]}));
+  int64_t kept = 0;
+  for (int64_t i = 0; i < whole->size(); ++i) {
+    const int64_t label = whole->label(i);
+    if (label != 3 && label != 1) continue;
+    ASSERT_LT(kept, subset->size());
+    EXPECT_EQ(subset->label(kept), label == 3 ? 0 : 1);
+    EXPECT_EQ(subset->describe(kept), whole->describe(i));
+    ++kept;
+  }
+  EXPECT_EQ(kept, subset->size());
+  EXPECT_GT(kept, 0);
+  EXPECT_EQ(make_dataset(DatasetOptions(options).class_subset({3, 1}))->num_classes(), 2);
+  EXPECT_THROW(make_source(DatasetOptions(options).class_subset({4})), ConfigError);
+  EXPECT_THROW(make_dataset(DatasetOptions("synthetic-tokens").class_subset({0})), ConfigError);
+}
+
 TEST(Factory, FashionMnistFromDebianResizedWithOneChannel) {
   if (!fs::exists(kDebianFashionMnistDir)) GTEST_SKIP() << "dataset-fashion-mnist not installed";
   auto data = make_dataset(

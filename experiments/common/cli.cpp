@@ -96,8 +96,17 @@ int run_main(CLI::App& app, int argc, char** argv, const std::function<int()>& b
 std::string command_line(int argc, char** argv) {
   std::string text = argc > 0 ? std::string(argv[0]) : std::string();
   text = text.substr(text.find_last_of('/') + 1);
-  for (int i = 1; i < argc; ++i)
-    text += std::string(" ") + argv[i];
+  for (int i = 1; i < argc; ++i) {
+    // Quoted for a shell when it is empty or holds anything but the usual flag characters.
+    const std::string arg = argv[i];
+    const bool plain = !arg.empty() && arg.find_first_not_of(
+                                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                           "0123456789_./:=,+-@%") == std::string::npos;
+    std::string quoted = "'";
+    for (const char c : arg)
+      quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    text += " " + (plain ? arg : quoted + "'");
+  }
   return text;
 }
 

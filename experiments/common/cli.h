@@ -34,7 +34,8 @@ void setup_logging(const std::string& level = "info");
 // program with the same arguments (nothing has run yet); otherwise it returns.
 void ensure_passive_openmp(int argc, char** argv);
 
-// The program's name (without its folder) and its arguments, as a result file records them.
+// The program's name (without its folder) and its arguments, as a result file records them;
+// an empty argument or one with spaces or quotes is single-quoted, so the line runs in a shell.
 std::string command_line(int argc, char** argv);
 
 // Parses the command line, then runs `body`; maps exceptions to messages and exit codes.

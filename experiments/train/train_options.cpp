@@ -19,6 +19,7 @@ nlohmann::json TrainOptions::to_json() const {
       {"dataset", dataset},
       {"data_dir", data_dir},
       {"cutout", cutout},
+      {"class_subset", class_subset},
       {"balance", balance},
       {"partitions", partitions},
       {"balance_by", balance_by},
@@ -69,6 +70,8 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
       ->group(data);
   opt(data, "--cutout", o.cutout,
       "training augmentation: zero a random square of this many pixels a side (0: off)");
+  opt(data, "--class-subset", o.class_subset,
+      "train and test on these classes only, relabelled 0..n-1 in the order given (0-4, 5,7,9)");
   opt(data, "--eval-batch-size", o.eval_batch_size, "evaluation batch (0: --batch-size)");
 
   const char* pipe = "Pipeline";
@@ -143,7 +146,8 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_flag("--resume", o.resume, "continue from the latest snapshot in --snapshot-dir")
       ->group(ckpt);
   opt(ckpt, "--finetune-from", o.finetune_from,
-      "start from a snapshot's weights (folder or its step-N/), new classifier, fresh optimizer");
+      "start from a snapshot's weights (folder or its step-N/) but the last layer (the "
+      "classifier head, randomly initialised), with a fresh optimizer");
   opt(ckpt, "--keep-snapshots", o.keep_snapshots, "how many snapshots to keep");
 
   const char* out = "Output";

@@ -28,6 +28,7 @@ struct TrainOptions {
   bool skip_bad = false;
   bool augment = true;
   int64_t cutout = 0;           // with augment: cutout side in pixels (0: off)
+  std::string class_subset;     // "0-4": only these classes, relabelled 0..n-1 (empty: all)
   int64_t eval_batch_size = 0;  // 0: --batch-size
 
   // Pipeline.

@@ -139,9 +139,13 @@ void Trainer::restore() {
     }
   } else if (!o.finetune_from.empty()) {
     LoadReport report;
-    SnapshotManager::load(*pipeline_, o.finetune_from,
-                          LoadOptions().optimizer(false).skip_mismatched_shapes(true), o.to_json(),
-                          &report);
+    // The paper's transfer protocol: every layer from the snapshot but the classifier head (the
+    // model's last layer), which starts randomly initialised, and a fresh optimizer.
+    const auto head = static_cast<int64_t>(pipeline_->layers().size()) - 1;
+    SnapshotManager::load(
+        *pipeline_, o.finetune_from,
+        LoadOptions().optimizer(false).skip_mismatched_shapes(true).fresh_layers({head}),
+        o.to_json(), &report);
     if (reports()) {
       spdlog::info("fine-tuning from {}: {} tensors loaded, new: {}",
                    SnapshotManager::resolve(o.finetune_from), report.loaded,

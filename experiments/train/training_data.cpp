@@ -13,8 +13,15 @@ constexpr int64_t kSyntheticEpochSteps = 100;
 }  // namespace
 
 TrainingData::TrainingData(const TrainOptions& options) : options_(options) {
-  if (options_.dataset == "synthetic") return;
+  if (options_.dataset == "synthetic") {
+    GPIPE_CHECK(options_.class_subset.empty(), ConfigError, "--class-subset ",
+                options_.class_subset, " needs a real dataset; --dataset synthetic has none");
+    return;
+  }
   GPIPE_CHECK(options_.workers >= 0, ConfigError, "--workers must be >= 0, got ", options_.workers);
+  const auto classes = options_.class_subset.empty()
+                           ? std::vector<int64_t>{}
+                           : datasets::parse_class_list(options_.class_subset);
   auto make = [&](datasets::Split split, bool augment) {
     return datasets::make_dataset(datasets::DatasetOptions(options_.dataset)
                                       .data_dir(options_.data_dir)
@@ -22,6 +29,7 @@ TrainingData::TrainingData(const TrainOptions& options) : options_(options) {
                                       .image_size(options_.model.image_size)
                                       .augment(augment)
                                       .cutout(augment ? options_.cutout : 0)
+                                      .class_subset(classes)
                                       .skip_bad(options_.skip_bad)
                                       .seed(options_.seed));
   };

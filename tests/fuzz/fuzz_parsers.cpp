@@ -1,10 +1,12 @@
 // Fuzz target: the strings users type: device lists (--devices), balances and other integer and
 // number lists (--balance, --chunks lists), byte sizes (--memory-per-device), plan shapes
-// (gpipe_plan --grid) and the paper's size configurations. The first byte picks the parser; a
-// bad string must end in ConfigError, never a crash or an exception of another type.
+// (gpipe_plan --grid), the paper's size configurations and class lists (--class-subset). The first
+// byte picks the parser; a bad string must end in ConfigError, never a crash or an exception of
+// another type.
 #include <string>
 
 #include "common/cli.h"
+#include "gpipe/datasets/class_subset.h"
 #include "gpipe/device.h"
 #include "gpipe/errors.h"
 #include "plan/planner.h"
@@ -15,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
   try {
-    switch (data[0] % 6) {
+    switch (data[0] % 7) {
       case 0:
         for (const auto& device : gpipe::parse_devices(text))
           if (device.index < 0) std::abort();
@@ -32,8 +34,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 4:
         gpipe::plan::parse_plan_shape(text);
         break;
-      default:
+      case 5:
         gpipe::tables::parse_size_config(text);
+        break;
+      default:
+        for (const int64_t c : gpipe::datasets::parse_class_list(text))
+          if (c < 0) std::abort();
         break;
     }
   } catch (const gpipe::Error&) {

@@ -28,11 +28,14 @@ struct LoadOptions {
   // Skip parameters whose saved shape differs (a classifier for another number of classes)
   // instead of failing.
   TORCH_ARG(bool, skip_mismatched_shapes) = false;
+  // Global layer indices whose parameters and buffers stay as initialised whatever the snapshot
+  // holds (fine-tuning's new, randomly initialised classifier head).
+  TORCH_ARG(std::vector<int64_t>, fresh_layers) = {};
 };
 
 struct LoadReport {
   int64_t loaded = 0;                // tensors restored
-  std::vector<std::string> skipped;  // parameters left as initialised (shape mismatch)
+  std::vector<std::string> skipped;  // left as initialised (shape mismatch or fresh layer)
 };
 
 // Reads every `stage-*.pt` in `dir` and restores the local stages' tensors by name. Throws

@@ -3,6 +3,7 @@
 
 #include "gpipe/datasets/batch.h"
 #include "gpipe/datasets/cifar.h"
+#include "gpipe/datasets/class_subset.h"
 #include "gpipe/datasets/dataset.h"
 #include "gpipe/datasets/errors.h"
 #include "gpipe/datasets/factory.h"

@@ -44,6 +44,8 @@ struct DatasetOptions {
   TORCH_ARG(bool, augment) = false;
   // With augment: cutout side in pixels of the output (transform.h; 0: off).
   TORCH_ARG(int64_t, cutout) = 0;
+  // Only these classes, relabelled 0..n-1 in this order (class_subset.h); empty: every class.
+  TORCH_ARG(std::vector<int64_t>, class_subset) = {};
   // Skip (log and count) undecodable images instead of failing; ImageNet folders only.
   TORCH_ARG(bool, skip_bad) = false;
   // ImageNet flat val/: the labels file (see image_folder.h); empty: look in the usual places.
