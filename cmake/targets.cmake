@@ -27,8 +27,8 @@ endfunction()
 # gpipe_link_tcmalloc(target): every executable and test links tcmalloc, forced in even though
 # nothing names its symbols.
 function(gpipe_link_tcmalloc target)
-  if(GPIPE_SANITIZE)
-    return()  # the sanitizer's allocator replaces it
+  if(GPIPE_SANITIZE OR NOT TCMALLOC_MINIMAL_LIBRARY)
+    return()  # the sanitizer's allocator replaces it, or a core-only build goes without
   endif()
   target_link_libraries(${target} PRIVATE
     -Wl,--no-as-needed ${TCMALLOC_MINIMAL_LIBRARY} -Wl,--as-needed)
