@@ -141,7 +141,8 @@ void Trainer::restore() {
     LoadReport report;
     // The paper's transfer protocol: every layer from the snapshot but the classifier head (the
     // model's last layer), which starts randomly initialised, and a fresh optimizer.
-    const auto head = static_cast<int64_t>(pipeline_->layers().size()) - 1;
+    // (pipeline_->layers() holds only this process's stages in a distributed run.)
+    const int64_t head = total_layers_ - 1;
     SnapshotManager::load(
         *pipeline_, o.finetune_from,
         LoadOptions().optimizer(false).skip_mismatched_shapes(true).fresh_layers({head}),
