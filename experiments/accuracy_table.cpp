@@ -89,27 +89,34 @@ std::vector<std::string> partition_args(const std::string& config, int64_t* k) {
   return {"--partitions", digits, "--balance", ""};
 }
 
-// Trains the preset with `args` into `dir` (or, with `reuse`, reads the summary already there)
-// and returns the summary; `label` names the run in the log.
-json train_or_reuse(const std::string& preset, std::vector<std::string> args, const fs::path& dir,
-                    bool reuse, const std::string& label) {
+// One run of the preset: the trainer's options and the summary it wrote.
+struct Run {
+  gpipe::train::TrainOptions options;
+  json summary;
+};
+
+// Trains the preset with `args` into `dir` (or, with `reuse`, reads the summary already there);
+// `label` names the run in the log.
+Run train_or_reuse(const std::string& preset, std::vector<std::string> args, const fs::path& dir,
+                   bool reuse, const std::string& label) {
   args.insert(args.end(), {"--output-dir", dir.string(), "--progress", "log"});
-  const auto options = options_for(preset, args);
+  Run run{options_for(preset, args), json()};
   if (reuse && fs::exists(dir / "summary.json")) {
     std::ifstream in(dir / "summary.json");
     spdlog::info("{}: reusing {}", label, (dir / "summary.json").string());
-    return json::parse(in);
+    run.summary = json::parse(in);
+  } else {
+    spdlog::info("{}: training {} on {} ({} epochs)", label, run.options.model.name,
+                 run.options.dataset, run.options.epochs);
+    gpipe::train::Trainer trainer(run.options);
+    run.summary = trainer.run().to_json();
+    run.summary["config"] = run.options.to_json();
+    gpipe::write_json_file((dir / "summary.json").string(), run.summary);
   }
-  spdlog::info("{}: training {} on {} ({} epochs)", label, options.model.name, options.dataset,
-               options.epochs);
-  gpipe::train::Trainer trainer(options);
-  const auto result = trainer.run();
-  json summary = result.to_json();
-  summary["config"] = options.to_json();
-  gpipe::write_json_file((dir / "summary.json").string(), summary);
-  GPIPE_CHECK(!summary["final_test_top1"].is_null(), gpipe::ConfigError, label,
+  GPIPE_CHECK(run.summary.contains("final_test_top1") && !run.summary["final_test_top1"].is_null(),
+              gpipe::ConfigError, label,
               " has no test accuracy: the preset's dataset must have a test split");
-  return summary;
+  return run;
 }
 
 struct TransferOptions {
@@ -147,7 +154,7 @@ json transfer_rows(const std::string& preset, const std::vector<std::string>& ov
   // The fine-tuning runs need the snapshot, which is not kept in the repository.
   const bool have_snapshot = fs::exists(snapshot / "latest");
   const auto pretrain = train_or_reuse(preset, args, pretrain_dir, reuse && have_snapshot, from);
-  const auto pretrain_options = options_for(preset, args);
+  const auto& pretrain_options = pretrain.options;
   auto row = [&](const std::string& config, const std::string& classes,
                  const std::vector<json>& summaries) {
     std::vector<double> top1, top5;
@@ -171,7 +178,7 @@ json transfer_rows(const std::string& preset, const std::vector<std::string>& ov
                 {"test_top1_runs", top1},
                 {"source", "ours"}};
   };
-  rows.push_back(row(from, t.pretrain_classes, {pretrain}));
+  rows.push_back(row(from, t.pretrain_classes, {pretrain.summary}));
   for (const bool finetune : {true, false}) {
     const std::string config = (finetune ? "finetune-" : "scratch-") + t.finetune_classes;
     std::vector<json> summaries;
@@ -185,7 +192,8 @@ json transfer_rows(const std::string& preset, const std::vector<std::string>& ov
       }
       const auto dir = runs_dir / config / ("seed-" + std::to_string(seed));
       summaries.push_back(
-          train_or_reuse(preset, run_args, dir, reuse, config + " seed " + std::to_string(seed)));
+          train_or_reuse(preset, run_args, dir, reuse, config + " seed " + std::to_string(seed))
+              .summary);
     }
     rows.push_back(row(config, t.finetune_classes, summaries));
   }
@@ -263,8 +271,8 @@ int main(int argc, char** argv) {
       auto args = partition_args(config, &k);
       if (epochs > 0) args.insert(args.end(), {"--epochs", std::to_string(epochs)});
       args.insert(args.end(), overrides.begin(), overrides.end());
-      const auto summary = train_or_reuse(preset, args, runs_dir / config, reuse, config);
-      const auto options = options_for(preset, args);
+      const auto [options, summary] =
+          train_or_reuse(preset, args, runs_dir / config, reuse, config);
       const double top1 = 100 * summary["final_test_top1"].get<double>();
       const double top5 = 100 * summary["final_test_top5"].get<double>();
       ours.push_back(top1);

@@ -48,13 +48,7 @@ TEST_P(CudaTransparency, TwoStagesOnOneGpuEqualThePlainModelOnTheCpu) {
   auto pipe = two_stages_on_one_gpu(seeded_mlp(kMlp), kM, checkpoint, schedule);
   const double loss = pipe->train_step(input, target);
   EXPECT_NEAR(loss, plain_loss, 1e-4 * std::abs(plain_loss) + 1e-5);
-  std::map<std::string, torch::Tensor> reference;
-  for (size_t i = 0; i < plain.size(); ++i) {
-    for (const auto& item : plain[i]->named_parameters())
-      reference[std::to_string(i) + "." + item.key()] = item.value();
-    for (const auto& item : plain[i]->named_buffers())
-      reference[std::to_string(i) + "." + item.key()] = item.value();
-  }
+  const auto reference = named_tensors(plain);
   for (const auto& [name, p] : pipe->named_parameters()) {
     ASSERT_TRUE(p.is_cuda()) << name << " is not on the GPU";
     const auto& q = reference.at(name);

@@ -57,15 +57,7 @@ TEST_P(ScheduleTransparency, GradientsAndUpdatedParametersEqualThePlainModel) {
   const double loss = pipe->train_step(input, target);
   EXPECT_NEAR(loss, plain_loss, 1e-5 * std::abs(plain_loss) + 1e-6);
 
-  std::map<std::string, torch::Tensor> reference;
-  for (size_t i = 0; i < plain.size(); ++i) {
-    for (const auto& item : plain[i]->named_parameters()) {
-      reference[std::to_string(i) + "." + item.key()] = item.value();
-    }
-    for (const auto& item : plain[i]->named_buffers()) {
-      reference[std::to_string(i) + "." + item.key()] = item.value();
-    }
-  }
+  const auto reference = named_tensors(plain);
   for (const auto& [name, p] : pipe->named_parameters()) {
     const auto& q = reference.at(name);
     expect_close(p.grad(), q.grad(), 1e-4, 1e-6, name + " gradient");

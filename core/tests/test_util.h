@@ -96,6 +96,18 @@ inline double plain_microbatched_step(const LayerList& layers, const torch::Tens
   return total;
 }
 
+// Every parameter and buffer of the plain model by the pipeline's global name "<layer>.<name>".
+inline std::map<std::string, torch::Tensor> named_tensors(const LayerList& layers) {
+  std::map<std::string, torch::Tensor> named;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    for (const auto& item : layers[i]->named_parameters())
+      named[std::to_string(i) + "." + item.key()] = item.value();
+    for (const auto& item : layers[i]->named_buffers())
+      named[std::to_string(i) + "." + item.key()] = item.value();
+  }
+  return named;
+}
+
 inline void expect_close(const torch::Tensor& actual, const torch::Tensor& expected, double rtol,
                          double atol, const std::string& what) {
   ASSERT_TRUE(actual.defined()) << what << " is undefined";
