@@ -77,16 +77,19 @@ case "$case_name" in
     mid_save=0
     latest=$(cat ck/latest)
     for trial in $(seq 1 30); do
+      # Even trials hold each save open 200 ms after its shards are written (fault slow-save).
+      fault=""
+      (( trial % 2 == 0 )) && fault=slow-save
       # Started directly (a function would fork a subshell) so that $! is the trainer itself.
-      "$bin/gpipe_train" "${mlp[@]}" --steps 100000 --save-every 1 --snapshot-dir ck --resume \
-        >/dev/null 2>trial.log &
+      GPIPE_FAULT_INJECT=$fault "$bin/gpipe_train" "${mlp[@]}" --steps 100000 --save-every 1 \
+        --snapshot-dir ck --resume >/dev/null 2>trial.log &
       pid=$!
       # Once it saves (start-up time varies with the build and the load): odd trials pick a
       # random moment of the next second, which holds a few steps and their saves; even trials
-      # wait for the next save to begin and pick a random moment of its first 10 ms, so that
-      # kills inside a save do not depend on how compute and writing share this machine's time
-      # (under ASan, beside another test, a second holds few saves, and a save can be over in
-      # tens of milliseconds).
+      # wait for the next save to begin and pick a random moment of its first 150 ms, which the
+      # slow-save pause keeps inside the save, so that kills inside a save do not depend on how
+      # compute, writing and this script's own polling share the machine's time (under ASan,
+      # beside another test, a save can be over before a 10 ms window opens: 7 of 30 once).
       for _ in $(seq 1 3600); do
         grep -q "saved" trial.log && break
         kill -0 "$pid" 2>/dev/null || break
@@ -98,7 +101,7 @@ case "$case_name" in
           kill -0 "$pid" 2>/dev/null || break
           sleep 0.005
         done
-        sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", 0.01 * r / 32767 }')"
+        sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", 0.15 * r / 32767 }')"
       else
         sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", r / 32767 }')"
       fi

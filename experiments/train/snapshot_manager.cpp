@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "gpipe/errors.h"
 #include "gpipe/fault_injection.h"
@@ -129,6 +130,9 @@ std::string SnapshotManager::write(Pipeline& pipeline, const RunPosition& positi
       spdlog::error("fault injection: dying in the middle of writing {}", tmp_dir.string());
       std::_Exit(137);
     }
+    // Holds the half-written folder open for 200 ms, so a test's kill lands inside a save
+    // whatever the machine's load.
+    if (fault_injected("slow-save")) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   world_.barrier();
   if (lead) {

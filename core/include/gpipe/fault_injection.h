@@ -3,8 +3,9 @@
 // Why this file exists: the recovery paths (a process dying mid-snapshot, a peer sending a
 // malformed message) must be exercised end to end by the real programs, so tests set
 // GPIPE_FAULT_INJECT=<fault> (every process) or <fault>@<rank> (that rank only), and the code at
-// the fault's site asks here. The faults: crash-during-save (train/snapshot_manager.cpp),
-// bad-header and wrong-shape (process_group_transport.cpp).
+// the fault's site asks here. The faults: crash-during-save and slow-save (a 200 ms pause with
+// the snapshot half written; train/snapshot_manager.cpp), bad-header and wrong-shape
+// (process_group_transport.cpp).
 #pragma once
 
 #include <cstdlib>
