@@ -219,6 +219,7 @@ int main(int argc, char** argv) {
   int64_t epochs = 0;
   int64_t steps = 0;
   int64_t eval_batches = 0;
+  int64_t batch_size = 0;
   bool reuse = false;
   double tolerance = 0.5;
   TransferOptions transfer;
@@ -232,6 +233,10 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "cap every run at this many steps (0: no cap)");
   app.add_option("--eval-batches", eval_batches,
                  "evaluate on the first N test batches (0: the whole test split)");
+  app.add_option("--batch-size", batch_size,
+                 "override the preset's training and evaluation batch size (0: keep); for quick "
+                 "checks, a multiple of the preset's micro-batch count")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--reuse", reuse, "read the runs' summaries when they exist instead of training");
   app.add_option("--out", out, "results folder")->capture_default_str();
   app.add_option("--tolerance", tolerance, "largest accepted top-1 spread, in points")
@@ -261,6 +266,9 @@ int main(int argc, char** argv) {
     if (steps > 0) overrides.insert(overrides.end(), {"--steps", std::to_string(steps)});
     if (eval_batches > 0)
       overrides.insert(overrides.end(), {"--eval-batches", std::to_string(eval_batches)});
+    if (batch_size > 0)
+      for (const char* flag : {"--batch-size", "--eval-batch-size"})
+        overrides.insert(overrides.end(), {flag, std::to_string(batch_size)});
     const auto runs_dir = fs::path(out) / "accuracy_table";
     fs::create_directories(runs_dir);
     json rows = json::array();

@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
   std::string device_type = "cpu", out = "results/scaling_table", json_path, log_level = "info";
   std::string breakdown_out;
   int64_t batch = 0, max_measured_k = 0;
-  int warmup = -1, steps = -1, profile_iterations = -1;
+  int warmup = -1, steps = -1, profile_iterations = -1, check_rounds = 1;
   app.add_option("--preset", preset,
                  "quick: scaled-down models, two CPU cores, under 15 minutes; paper: AmoebaNet-D "
                  "(18, 256) and Transformer-48 (Table 3: (18, 128) and Transformer-24) at the "
@@ -84,6 +84,11 @@ int main(int argc, char** argv) {
                  "timed steps of each measured run; the median counts (default 5)");
   app.add_option("--profile-iterations", profile_iterations,
                  "timed runs per layer when profiling; the median counts (default 5)");
+  app.add_option("--check-rounds", check_rounds,
+                 "rounds of each projection check, each a fresh profile right before the measured "
+                 "run; the medians are compared (this machine's speed drifts within minutes)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--out", out,
                  "write OUT.md, OUT.csv and OUT.json (empty: print only; the PNG is "
                  "scripts/plot_scaling_table.py OUT.json)")
@@ -100,6 +105,7 @@ int main(int argc, char** argv) {
     options.max_measured_k = max_measured_k;
     if (warmup >= 0) options.warmup_steps = warmup;
     if (steps >= 0) options.timed_steps = steps;
+    options.check_rounds = check_rounds;
     if (profile_iterations >= 0) {
       GPIPE_CHECK(profile_iterations >= 1, ConfigError, "--profile-iterations must be >= 1, got ",
                   profile_iterations);

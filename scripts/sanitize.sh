@@ -8,7 +8,7 @@
 # code. Every report goes to a file under <build>/sanitizer-reports/ (subprocesses of the CLI
 # and distributed tests included); clean means that folder is empty and every test passes.
 # Exits non-zero on any report or failure. GPIPE_SANITIZE_CTEST_ARGS adds ctest arguments
-# (e.g. "-R Pipeline").
+# (e.g. "-R core_tests": each GoogleTest program runs there as 4 shards, not one entry a case).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -19,7 +19,7 @@ for arg in "$@"; do
   case "$arg" in
     --asan) run_asan=1 ;;
     --tsan) run_tsan=1 ;;
-    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "sanitize.sh: unknown argument '$arg' (use --asan, --tsan or nothing for both)" >&2
        exit 2 ;;
   esac

@@ -6,9 +6,12 @@
 #include <chrono>
 #include <map>
 #include <set>
+#include <tuple>
+#include <utility>
 
 #include "gpipe/errors.h"
 #include "gpipe/simulator.h"
+#include "gpipe/timing.h"
 #include "tables/paper_figures.h"
 #include "tables/projection.h"
 #include "tables/report.h"
@@ -52,6 +55,8 @@ void validate(const ScalingOptions& options) {
   GPIPE_CHECK(options.warmup_steps >= 0 && options.timed_steps >= 1, ConfigError,
               "--warmup must be >= 0 and --steps >= 1, got ", options.warmup_steps, " and ",
               options.timed_steps);
+  GPIPE_CHECK(options.check_rounds >= 1, ConfigError, "--check-rounds must be >= 1, got ",
+              options.check_rounds);
   GPIPE_CHECK(options.warmup_steps + options.timed_steps >= 2, ConfigError,
               "--warmup plus --steps must be at least 2 (the first step creates optimizer state)");
   for (const auto& table : options.tables) {
@@ -168,6 +173,8 @@ ScalingResult run_scaling(const ScalingOptions& options) {
   };
   std::map<std::string, TrainingMeasurement> measured_cache;
   std::set<std::string> checked;
+  // Per measured run: each check round's (projected, measured) samples/s.
+  std::map<std::string, std::vector<std::pair<double, double>>> check_rounds;
   for (const auto& table : options.tables) {
     const auto& link = result.links.at(table.id);
     for (const auto& model : table.models) {
@@ -188,16 +195,16 @@ ScalingResult run_scaling(const ScalingOptions& options) {
       for (int64_t M : table.chunks) {
         const int64_t micro = model.batch / M;
         const std::string costs_key = c10::str(model_key(model), "/b", micro);
-        if (!costs_cache.count(costs_key)) {
+        // Profiles every layer at this micro-batch (logged with who else used the CPU).
+        auto profile = [&] {
           const auto t0 = std::chrono::steady_clock::now();
           spdlog::info("{}: profiling {} layers at micro-batch {} (M={})", model.label,
                        builder->num_layers(), micro, M);
           const auto layers = builder->build();
           const CpuMeter cpu;
-          costs_cache[costs_key] =
+          auto c =
               measure_layer_costs(layers, builder->sample_batch(micro, /*seed=*/2), builder->loss(),
                                   profile_device, make_optimizer(optimizer), options.profile);
-          const auto& c = costs_cache[costs_key];
           double forward = c.loss_forward_ms, backward = c.loss_backward_ms, update = 0;
           for (int64_t i = 0; i < c.num_layers(); ++i) {
             forward += c.forward_ms[i];
@@ -209,10 +216,12 @@ ScalingResult run_scaling(const ScalingOptions& options) {
               "per sample), update {:.1f} ms; profiled in {:.1f} s",
               model.label, micro, forward, backward,
               (forward + backward) / static_cast<double>(micro), update, elapsed_s(t0));
-          profile_other_cores[costs_key] = cpu.read().other_cores;
-          warn_if_busy(c10::str(model.label, " profile at micro-batch ", micro),
-                       profile_other_cores[costs_key]);
-        }
+          const double other_cores = cpu.read().other_cores;
+          warn_if_busy(c10::str(model.label, " profile at micro-batch ", micro), other_cores);
+          return std::make_pair(std::move(c), other_cores);
+        };
+        if (!costs_cache.count(costs_key))
+          std::tie(costs_cache[costs_key], profile_other_cores[costs_key]) = profile();
         const auto& costs = costs_cache.at(costs_key);
         for (int64_t K : table.partitions) {
           const auto balance = balance_by_time(costs, K);
@@ -252,26 +261,39 @@ ScalingResult run_scaling(const ScalingOptions& options) {
                                                                            : "device";
           const std::string run_key =
               c10::str(model_key(model), "/K", K, "/M", M, "/", measured_link);
+          const auto& local_link = impose ? link.link : link_preset("none");
           if (!measured_cache.count(run_key)) {
-            const auto t0 = std::chrono::steady_clock::now();
-            spdlog::info("{}: measuring K={} M={} (balance {}) on {} {} devices, link {}",
-                         model.label, K, M, c10::Join(",", balance), K, options.device_type,
-                         measured_link);
-            RunShape shape;
-            shape.balance = balance;
-            shape.devices = devices_for(options.device_type, K);
-            shape.chunks = M;
-            shape.checkpoint = options.checkpoint;
-            shape.threads_per_device = 1;
-            if (impose) shape.link = link.link;
-            measured_cache[run_key] = measure_training(*builder, full_batch, shape, optimizer,
-                                                       options.warmup_steps, options.timed_steps);
-            const auto& m = measured_cache[run_key];
-            spdlog::info(
-                "{}: K={} M={}: {:.1f} ms per step, {:.2f} cores busy (measured in {:.1f} "
-                "s)",
-                model.label, K, M, m.median_step_ms, m.cpu.own_cores, elapsed_s(t0));
-            warn_if_busy(c10::str(model.label, " K=", K, " M=", M), m.cpu.other_cores);
+            // With check rounds, each round profiles afresh right before its measurement.
+            auto& rounds = check_rounds[run_key];
+            for (int r = 0; r < options.check_rounds; ++r) {
+              const auto fresh = options.check_rounds > 1 ? profile().first : costs;
+              const auto t0 = std::chrono::steady_clock::now();
+              spdlog::info("{}: measuring K={} M={} (balance {}) on {} {} devices, link {}{}",
+                           model.label, K, M, c10::Join(",", balance), K, options.device_type,
+                           measured_link,
+                           options.check_rounds > 1
+                               ? c10::str(", round ", r + 1, " of ", options.check_rounds)
+                               : "");
+              RunShape shape;
+              shape.balance = balance;
+              shape.devices = devices_for(options.device_type, K);
+              shape.chunks = M;
+              shape.checkpoint = options.checkpoint;
+              shape.threads_per_device = 1;
+              if (impose) shape.link = link.link;
+              auto m = measure_training(*builder, full_batch, shape, optimizer,
+                                        options.warmup_steps, options.timed_steps);
+              spdlog::info(
+                  "{}: K={} M={}: {:.1f} ms per step, {:.2f} cores busy (measured in {:.1f} "
+                  "s)",
+                  model.label, K, M, m.median_step_ms, m.cpu.own_cores, elapsed_s(t0));
+              warn_if_busy(c10::str(model.label, " K=", K, " M=", M), m.cpu.other_cores);
+              const auto projected =
+                  project_step(fresh, K, M, options.checkpoint, local_link, balance);
+              rounds.push_back({samples_per_second(model.batch, projected.step_ms),
+                                samples_per_second(model.batch, m.median_step_ms)});
+              if (r == 0) measured_cache[run_key] = std::move(m);
+            }
           }
           const auto& measured = measured_cache.at(run_key);
           ScalingRow mrow = row;
@@ -292,15 +314,20 @@ ScalingResult run_scaling(const ScalingOptions& options) {
           if (checked.insert(run_key).second) {
             // The projection on the link the run had: the scaled one, or none (CPU virtual
             // devices share memory).
-            const auto& local = impose ? projection : unlinked;
             ProjectionCheck check;
             check.model = row.model;
             check.label = row.label;
             check.K = K;
             check.M = M;
             check.link = measured_link;
-            check.measured_samples_per_s = mrow.samples_per_s;
-            check.projected_samples_per_s = samples_per_second(model.batch, local.step_ms);
+            std::vector<double> projected, measured_rate;
+            for (const auto& [p, m] : check_rounds.at(run_key)) {
+              projected.push_back(p);
+              measured_rate.push_back(m);
+              check.round_errors.push_back(p / m - 1.0);
+            }
+            check.measured_samples_per_s = median(measured_rate);
+            check.projected_samples_per_s = median(projected);
             check.other_cores_measured = mrow.other_cores;
             check.other_cores_profiled = row.other_cores;
             result.checks.push_back(check);

@@ -58,6 +58,11 @@ struct ScalingOptions {
   int warmup_steps = 1;
   int timed_steps = 5;
   ProfileOptions profile = ProfileOptions().warmup(1).iterations(5).threads(1);
+  // Rounds of each projection check: with more than one, every round profiles the layers afresh
+  // and measures the run right after, so that a projection and its measurement see the same
+  // machine (this one's speed drifts by tens of percent within minutes); the check compares the
+  // medians and keeps every round's error. The table's measured row is round 0's.
+  int check_rounds = 1;
 };
 
 // "quick": scaled-down AmoebaNet-D and Transformer-L that run on two CPU cores in minutes.
@@ -111,7 +116,9 @@ struct ProjectionCheck {
   double projected_samples_per_s = 0;
   double other_cores_measured = 0;  // see ScalingRow::other_cores
   double other_cores_profiled = 0;
-  // projected / measured - 1.
+  // Each round's projected / measured - 1 (one entry per round; ScalingOptions::check_rounds).
+  std::vector<double> round_errors;
+  // projected / measured - 1, of the medians over the rounds.
   double error() const { return projected_samples_per_s / measured_samples_per_s - 1.0; }
 };
 

@@ -96,6 +96,7 @@ nlohmann::json to_json(const ScalingResult& result) {
                       {"measured_samples_per_s", c.measured_samples_per_s},
                       {"projected_samples_per_s", c.projected_samples_per_s},
                       {"error", c.error()},
+                      {"round_errors", c.round_errors},
                       {"other_cores_measured", c.other_cores_measured},
                       {"other_cores_profiled", c.other_cores_profiled}});
   }
@@ -111,6 +112,7 @@ nlohmann::json to_json(const ScalingResult& result) {
            {{"warmup", o.profile.warmup()},
             {"iterations", o.profile.iterations()},
             {"threads", o.profile.threads()}}},
+          {"check_rounds", o.check_rounds},
           {"machine", result.machine},
           {"seconds", result.seconds},
           {"tables", tables},
@@ -216,18 +218,48 @@ std::string to_markdown(const ScalingResult& result) {
   if (result.checks.empty()) {
     out << "No row was measured (no K <= " << result.max_measured_k << " fits this machine).\n";
   } else {
+    const int rounds = result.options.check_rounds;
     out << "The same K, M and partition, projected from the per-layer costs on the link the "
            "measured run had (`none`: CPU virtual devices share memory; a scaled link: the "
            "in-process transport delayed every message as the link would), against the "
-           "measured step.\n\n";
-    TextTable checks({"model", "K", "M", "link", "measured samples/s", "projected samples/s",
-                      "projected / measured - 1", "other load measured / profiled"},
-                     {false, true, true, false, true, true, true, true});
+           "measured step.";
+    if (rounds > 1) {
+      out << " Each check ran " << rounds
+          << " rounds, each a fresh profile and then the measured run, and compares the "
+             "medians over the rounds; the last column gives every round's own error.";
+    }
+    out << "\n\n";
+    std::vector<std::string> header{"model",
+                                    "K",
+                                    "M",
+                                    "link",
+                                    "measured samples/s",
+                                    "projected samples/s",
+                                    "projected / measured - 1",
+                                    "other load measured / profiled"};
+    std::vector<bool> right{false, true, true, false, true, true, true, true};
+    if (rounds > 1) {
+      header.push_back("each round");
+      right.push_back(true);
+    }
+    TextTable checks(header, right);
     for (const auto& c : result.checks) {
-      checks.add_row({c.label, std::to_string(c.K), std::to_string(c.M), c.link,
-                      fixed(c.measured_samples_per_s, 1), fixed(c.projected_samples_per_s, 1),
-                      fixed(100 * c.error(), 1) + "%",
-                      fixed(c.other_cores_measured, 2) + " / " + fixed(c.other_cores_profiled, 2)});
+      std::vector<std::string> cells{
+          c.label,
+          std::to_string(c.K),
+          std::to_string(c.M),
+          c.link,
+          fixed(c.measured_samples_per_s, 1),
+          fixed(c.projected_samples_per_s, 1),
+          fixed(100 * c.error(), 1) + "%",
+          fixed(c.other_cores_measured, 2) + " / " + fixed(c.other_cores_profiled, 2)};
+      if (rounds > 1) {
+        std::vector<std::string> each;
+        for (const double e : c.round_errors)
+          each.push_back(fixed(100 * e, 1) + "%");
+        cells.push_back(c10::Join(", ", each));
+      }
+      checks.add_row(cells);
     }
     out << checks.markdown();
   }

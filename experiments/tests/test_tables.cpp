@@ -285,7 +285,7 @@ TEST(ScalingReport, MarkdownCsvAndJsonCarryOursAndThePapers) {
     result.rows.push_back(r);
   }
   normalise(result.rows, "table2", 2, 1);
-  result.checks.push_back({model, "label", 2, 1, "none", 11, 10});
+  result.checks.push_back({model, "label", 2, 1, "none", 11, 10, 0, 0, {10.0 / 11.0 - 1.0}});
   result.rows[2].comm_fraction = 0.25;
   result.command = "scaling_table --preset quick";
   result.machine = {
@@ -309,8 +309,18 @@ TEST(ScalingReport, MarkdownCsvAndJsonCarryOursAndThePapers) {
   EXPECT_NE(markdown.find("| 0.250 |"), std::string::npos) << markdown;
   EXPECT_DOUBLE_EQ(json["rows"][2]["comm_fraction"].get<double>(), 0.25);
   EXPECT_NE(markdown.find("-9.1%"), std::string::npos);
+  EXPECT_EQ(markdown.find("each round"), std::string::npos) << "one round: no column";
   const auto csv = to_csv(result);
   EXPECT_NE(csv.find("table2,amoebanet-d"), std::string::npos) << csv;
+
+  // Several check rounds: the medians are compared and every round's error is listed.
+  result.options.check_rounds = 3;
+  result.checks[0].round_errors = {-0.2, 0.05, 0.1};
+  const auto rounds_markdown = to_markdown(result);
+  EXPECT_NE(rounds_markdown.find("Each check ran 3 rounds"), std::string::npos) << rounds_markdown;
+  EXPECT_NE(rounds_markdown.find("| -20.0%, 5.0%, 10.0% |"), std::string::npos) << rounds_markdown;
+  EXPECT_EQ(to_json(result)["checks"][0]["round_errors"].size(), 3u);
+  EXPECT_EQ(to_json(result)["check_rounds"], 3);
 }
 
 }  // namespace
