@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <initializer_list>
 
 #include "gpipe/datasets/errors.h"
 
@@ -26,9 +27,27 @@ std::vector<uint8_t> read_file_bytes(const std::string& path) {
   return bytes;
 }
 
+namespace {
+
+bool starts_with(const std::vector<uint8_t>& bytes, std::initializer_list<uint8_t> magic) {
+  return bytes.size() >= magic.size() && std::equal(magic.begin(), magic.end(), bytes.begin());
+}
+
+}  // namespace
+
 cv::Mat decode_image(const std::vector<uint8_t>& bytes, const std::string& name, bool grayscale) {
   if (bytes.empty())
     throw BadImageError(c10::str("image file ", name, " is empty (0 bytes)"), name);
+  // Only JPEG and PNG reach OpenCV: imdecode tries every codec it was built with on anything
+  // else, and some abort the process on bad input (Debian's GDCM asserts on a corrupt DICOM
+  // header; found by fuzz_image, tests/fuzz/regressions/image/).
+  const bool jpeg = starts_with(bytes, {0xFF, 0xD8, 0xFF});
+  const bool png = starts_with(bytes, {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'});
+  if (!jpeg && !png) {
+    throw BadImageError(c10::str("cannot decode image ", name, " (", bytes.size(),
+                                 " bytes): it does not start as a JPEG or a PNG does"),
+                        name);
+  }
   cv::Mat decoded;
   try {
     const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8UC1,

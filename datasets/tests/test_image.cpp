@@ -44,6 +44,17 @@ TEST(Image, MissingEmptyAndUndecodableFilesNameTheFile) {
   write_bytes(dir / "text.JPEG", {'n', 'o', 't', ' ', 'a', 'n', ' ', 'i', 'm', 'a', 'g', 'e'});
   expect_error<BadImageError>([&] { read_image(dir / "text.JPEG"); },
                               {"text.JPEG", "cannot decode", "12 bytes"});
+  // Only JPEG and PNG reach a decoder: a BMP, and bytes that other codecs OpenCV carries would
+  // take (a DICOM tag after a broken PNG signature, on which GDCM aborts), are refused.
+  write_bytes(dir / "a.bmp", {'B', 'M', 0, 0, 0, 0});
+  expect_error<BadImageError>([&] { read_image(dir / "a.bmp"); },
+                              {"a.bmp", "does not start as a JPEG or a PNG"});
+  std::vector<uint8_t> dicom(136, 0);
+  dicom[0] = 0x89;
+  for (size_t i = 0; i < 4; ++i)
+    dicom[128 + i] = static_cast<uint8_t>("DICM"[i]);
+  write_bytes(dir / "dicom.png", dicom);
+  expect_error<BadImageError>([&] { read_image(dir / "dicom.png"); }, {"dicom.png", "136 bytes"});
   // The first 20 bytes of a real JPEG: a header and nothing to decode.
   write_image(dir / "full.jpg", pattern(64, 64, 3));
   auto bytes = read_bytes(dir / "full.jpg");
