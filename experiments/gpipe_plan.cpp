@@ -9,18 +9,21 @@
 // size it considers (plan/cost_book.h; --cache FILE keeps them), predicts every configuration
 // (plan/planner.h) and prints the plans that fit, fastest first, each with a ready gpipe_train
 // command. --verify T runs the top T for a few steps and adds the measured step time and peak
-// bytes; --grid "K=2,M=8,schedule=1f1b;..." predicts and measures hand-picked shapes beside them.
+// bytes (a plan with replicas runs as K x R gpipe_train processes, plan/rank_launcher.h);
+// --grid "K=2,M=8,schedule=1f1b;..." predicts and measures hand-picked shapes beside them.
 // Exit status: 0 plans printed, 2 bad flags or nothing fits (the message names the smallest
 // budget that would fit and its plan), 1 a failure while measuring.
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <set>
 
 #include "common/cli.h"
 #include "gpipe/errors.h"
 #include "gpipe/timeline.h"
+#include "plan/rank_launcher.h"
 #include "tables/report.h"
 #include "train/train_plan.h"
 
@@ -28,42 +31,58 @@ namespace {
 
 using namespace gpipe;
 
-// The user's arguments less those a plan sets or only the planner reads.
-std::vector<std::string> passthrough(int argc, char** argv) {
-  static const std::set<std::string> drop = {"--partitions",
-                                             "-K",
-                                             "--balance",
-                                             "--balance-by",
-                                             "--stage-balance",
-                                             "--chunks",
-                                             "-M",
-                                             "--checkpoint",
-                                             "--schedule",
-                                             "--virtual-stages",
-                                             "--devices",
-                                             "--json",
-                                             "--threads-per-device",
-                                             "--memory-per-device",
-                                             "--plan",
-                                             "--link",
-                                             "--top",
-                                             "--verify",
-                                             "--cache",
-                                             "--grid",
-                                             "--allreduce-gbs",
-                                             "--max-chunks",
-                                             "--max-replicas"};
+// `args` less the flags in `drop` (each with its value, whether given as "--flag value" or
+// "--flag=value"; every flag in `drop` takes one).
+std::vector<std::string> without_flags(const std::vector<std::string>& args,
+                                       const std::set<std::string>& drop) {
   std::vector<std::string> kept;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const auto name = arg.substr(0, arg.find('='));
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto name = args[i].substr(0, args[i].find('='));
     if (drop.count(name) == 0) {
-      kept.push_back(arg);
-    } else if (name == arg) {
+      kept.push_back(args[i]);
+    } else if (name == args[i]) {
       ++i;  // skip the value
     }
   }
   return kept;
+}
+
+// The user's arguments less those a plan sets or only the planner reads.
+std::vector<std::string> passthrough(int argc, char** argv) {
+  return without_flags(std::vector<std::string>(argv + 1, argv + argc), {"--partitions",
+                                                                         "-K",
+                                                                         "--balance",
+                                                                         "--balance-by",
+                                                                         "--stage-balance",
+                                                                         "--chunks",
+                                                                         "-M",
+                                                                         "--checkpoint",
+                                                                         "--schedule",
+                                                                         "--virtual-stages",
+                                                                         "--devices",
+                                                                         "--json",
+                                                                         "--threads-per-device",
+                                                                         "--memory-per-device",
+                                                                         "--plan",
+                                                                         "--link",
+                                                                         "--top",
+                                                                         "--verify",
+                                                                         "--cache",
+                                                                         "--grid",
+                                                                         "--allreduce-gbs",
+                                                                         "--max-chunks",
+                                                                         "--max-replicas"});
+}
+
+// Measures `plan`: in this process, or as gpipe_train processes (the program beside this one)
+// when its replicas need several.
+void measure(plan::Plan& plan, plan::CostBook& book, const plan::PlanRequest& request,
+             const std::vector<std::string>& pass) {
+  if (plan.shape.R == 1) return plan::verify(plan, book, request);
+  const auto train = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "gpipe_train";
+  plan::verify_in_processes(
+      plan, request, train.string(),
+      without_flags(pass, {"--steps", "--progress", "--eval-every", "--output-dir"}));
 }
 
 std::string command(const plan::Plan& plan, const plan::PlanRequest& request,
@@ -174,20 +193,16 @@ int main(int argc, char** argv) {
     std::vector<plan::Plan> shown(
         result.ranked.begin(),
         result.ranked.begin() + std::min<int64_t>(top, result.ranked.size()));
+    const auto pass = passthrough(argc, argv);
     for (int64_t i = 0; i < std::min<int64_t>(verify_top, shown.size()); ++i) {
-      if (shown[i].shape.R > 1) {
-        spdlog::warn("not verifying plan {} ({}): it needs {} processes", i + 1,
-                     shown[i].shape.describe(), shown[i].shape.K * shown[i].shape.R);
-        continue;
-      }
       spdlog::info("verifying plan {} of {}: {}", i + 1, verify_top, shown[i].shape.describe());
-      plan::verify(shown[i], book, request);
+      measure(shown[i], book, request, pass);
     }
     std::vector<plan::Plan> grid_plans;
     for (const auto& shape : grid_shapes) {
       spdlog::info("grid: {}", shape.describe());
       auto p = plan::predict(book, request, shape);
-      if (shape.R == 1) plan::verify(p, book, request);
+      measure(p, book, request, pass);
       grid_plans.push_back(std::move(p));
     }
     print_table(shown, request);
@@ -195,7 +210,6 @@ int main(int argc, char** argv) {
       std::cout << "\nGrid:\n";
       print_table(grid_plans, request);
     }
-    const auto pass = passthrough(argc, argv);
     std::cout << "\nbest: " << command(shown.front(), request, pass) << "\n";
     if (!options.json.empty()) {
       auto json = nlohmann::json::object();

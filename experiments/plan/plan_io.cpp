@@ -116,8 +116,9 @@ nlohmann::json to_json(const Plan& plan, const PlanRequest& request) {
 }
 
 void verify(Plan& plan, CostBook& book, const PlanRequest& request, int warmup, int steps) {
-  GPIPE_CHECK(plan.shape.R == 1, ConfigError, "verifying ", plan.shape.describe(), " needs ",
-              plan.shape.R, " replica processes; run its command with scripts/launch.sh");
+  GPIPE_CHECK(plan.shape.R == 1, ConfigError, "verifying ", plan.shape.describe(),
+              " in this process needs one replica, not ", plan.shape.R,
+              ": verify_in_processes (plan/rank_launcher.h) runs it");
   const auto builder = models::make_model(book.model());
   const auto batch = builder->sample_batch(request.batch, book.seed() + 1);
   tables::RunShape shape;

@@ -184,6 +184,23 @@ assert len(s["grad_reduce_ms"]) == 2, s
 print("each rank loaded", s["examples_loaded_per_rank"])
 PY
     ;;
+  plan_replicas)
+    # gpipe_plan measures plans with replicas as K x R gpipe_train processes: 1 x 2 and 2 x 2.
+    "$bin/gpipe_plan" --model mlp --layers 4 --width 32 --batch-size 8 --max-chunks 2 \
+      --devices 4 --grid "K=1,R=2,M=2;K=2,R=2,M=2" --json plan.json >plan.log 2>&1 ||
+      fail "gpipe_plan: $(tail -5 plan.log)"
+    python3 - <<'PY' || exit 1
+import json
+grid = json.load(open("plan.json"))["grid"]
+for plan, K in zip(grid, (1, 2)):
+    assert plan["R"] == 2 and plan["K"] == K, plan
+    assert plan["measured_step_ms"] > 0, plan
+    peaks = plan["measured_peak_bytes_per_device"]
+    assert len(peaks) == K and min(peaks) > 0, peaks
+    assert plan["command"].startswith("scripts/launch.sh --nproc-per-node %d" % (2 * K)), plan
+print("measured", [(p["K"], p["R"], round(p["measured_step_ms"], 1)) for p in grid])
+PY
+    ;;
   two_hosts)
     # Two network namespaces joined by a veth pair stand in for two hosts.
     id=$$

@@ -1,0 +1,169 @@
+#include "plan/rank_launcher.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "gpipe/errors.h"
+#include "gpipe/timing.h"
+
+extern char** environ;
+
+namespace gpipe::plan {
+namespace {
+
+// A TCP port nothing listens on now (the kernel's pick for port 0).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  GPIPE_CHECK(fd >= 0, Error, "cannot open a socket to find a free port: ", std::strerror(errno));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  ::close(fd);
+  GPIPE_CHECK(ok, Error, "cannot find a free port on 127.0.0.1: ", std::strerror(errno));
+  return ntohs(address.sin_port);
+}
+
+// The last `n` lines of a file.
+std::string tail(const std::string& path, int n) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);)
+    lines.push_back(line);
+  std::string out;
+  for (size_t i = lines.size() > static_cast<size_t>(n) ? lines.size() - n : 0; i < lines.size();
+       ++i)
+    out += "\n  " + lines[i];
+  return out;
+}
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "was killed by signal " + std::to_string(WTERMSIG(status));
+  return "ended with wait status " + std::to_string(status);
+}
+
+}  // namespace
+
+void run_ranks(const std::string& program, const std::vector<std::string>& args, int world,
+               const std::string& log_dir) {
+  GPIPE_CHECK(world >= 1, ConfigError, "a run needs at least one rank, got ", world);
+  std::filesystem::create_directories(log_dir);
+  const std::string port = std::to_string(free_port());
+  // Everything the children need is built before fork: between fork and exec a child of a
+  // multi-threaded process may only make async-signal-safe calls.
+  std::vector<std::string> inherited;
+  static const char* kOwn[] = {
+      "RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT="};
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    bool own = false;
+    for (const char* prefix : kOwn)
+      own = own || entry.rfind(prefix, 0) == 0;
+    if (!own) inherited.push_back(entry);
+  }
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(program.c_str()));
+  for (const auto& a : args)
+    argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+
+  std::vector<pid_t> pids;
+  std::vector<std::string> logs;
+  for (int rank = 0; rank < world; ++rank) {
+    auto env = inherited;
+    for (const auto& [name, value] :
+         {std::pair<std::string, std::string>{"RANK", std::to_string(rank)},
+          {"WORLD_SIZE", std::to_string(world)},
+          {"LOCAL_RANK", std::to_string(rank)},
+          {"LOCAL_WORLD_SIZE", std::to_string(world)},
+          {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", port}})
+      env.push_back(name + "=" + value);
+    std::vector<char*> envp;
+    for (auto& e : env)
+      envp.push_back(e.data());
+    envp.push_back(nullptr);
+    logs.push_back(log_dir + "/rank" + std::to_string(rank) + ".log");
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      for (pid_t started : pids)
+        ::kill(started, SIGTERM);
+      for (pid_t started : pids)
+        ::waitpid(started, nullptr, 0);
+      throw Error(std::string("cannot start rank ") + std::to_string(rank) + ": " +
+                  std::strerror(errno));
+    }
+    if (pid == 0) {
+      const int fd = ::open(logs.back().c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd >= 0) {
+        ::dup2(fd, STDOUT_FILENO);
+        ::dup2(fd, STDERR_FILENO);
+        ::close(fd);
+      }
+      ::execve(program.c_str(), argv.data(), envp.data());
+      ::_exit(127);  // exec failed
+    }
+    pids.push_back(pid);
+  }
+  int failed = -1, failed_status = 0;
+  for (int rank = 0; rank < world; ++rank) {
+    int status = 0;
+    while (::waitpid(pids[rank], &status, 0) < 0 && errno == EINTR) {
+    }
+    if (failed < 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+      failed = rank;
+      failed_status = status;
+    }
+  }
+  GPIPE_CHECK(failed < 0, Error, "rank ", failed, " of ", world, " (", program, ") ",
+              describe_status(failed_status), "; the end of ", logs[failed], ":",
+              tail(logs[failed], 5));
+}
+
+void verify_in_processes(Plan& plan, const PlanRequest& request, const std::string& train_program,
+                         const std::vector<std::string>& train_args, int warmup, int steps) {
+  GPIPE_CHECK(std::filesystem::exists(train_program), ConfigError, "verifying ",
+              plan.shape.describe(), " runs ", train_program,
+              ", which is missing: build gpipe_train beside gpipe_plan");
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("gpipe_plan_verify_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const auto summary = (dir / "summary.json").string();
+  auto args = train_args;
+  for (const auto& f : train_flags(plan, request))
+    args.push_back(f);
+  args.insert(args.end(), {"--distributed", "--steps", std::to_string(warmup + steps), "--json",
+                           summary, "--progress", "off", "--eval-every", "-1"});
+  const int world = static_cast<int>(plan.shape.K * plan.shape.R);
+  spdlog::info("running {} as {} processes (logs in {})", plan.shape.describe(), world,
+               dir.string());
+  run_ranks(train_program, args, world, dir.string());
+  std::ifstream in(summary);
+  GPIPE_CHECK(in.good(), Error, "rank 0 wrote no summary at ", summary);
+  const auto json = nlohmann::json::parse(in);
+  const auto seconds = json.at("step_seconds").get<std::vector<double>>();
+  GPIPE_CHECK(static_cast<int>(seconds.size()) == warmup + steps, Error, "rank 0 reported ",
+              seconds.size(), " steps, expected ", warmup + steps);
+  std::vector<double> timed;
+  for (size_t i = static_cast<size_t>(warmup); i < seconds.size(); ++i)
+    timed.push_back(seconds[i] * 1e3);
+  plan.measured_step_ms = median(timed);
+  plan.measured_peak_bytes = json.at("peak_memory_bytes_per_device").get<std::vector<int64_t>>();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace gpipe::plan
