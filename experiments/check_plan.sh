@@ -2,8 +2,8 @@
 # Regenerates results/plan/: gpipe_plan's choices against measurement and a hand-picked grid.
 # For the MLP, a small AmoebaNet-D and a small Transformer-L, each under a generous budget and a
 # tight one (that forces K >= 2 or re-materialisation), gpipe_plan ranks the plans, runs its top
-# 3 (--verify 3) and predicts and runs 12 hand-picked shapes (--grid). Replicas are capped at 1
-# (--max-replicas 1): R > 1 runs in several processes, which --verify does not launch.
+# 3 (--verify 3) and predicts and runs 13 hand-picked shapes (--grid), one of them two
+# data-parallel replicas (R = 2, run as two gpipe_train processes).
 # summary.md/json: per scenario the prediction errors of every measured plan, the planner's first
 # choice against the fastest grid shape that fit (measured), and the planning time.
 # Usage: experiments/check_plan.sh [BUILD_DIR]   (run on an otherwise idle machine)
@@ -20,6 +20,7 @@ grid="K=1,M=1,threads=2;K=1,M=4,threads=2;K=1,M=4,threads=2,checkpoint=always"
 grid+=";K=2,M=2,schedule=gpipe;K=2,M=4,schedule=gpipe;K=2,M=8,schedule=gpipe"
 grid+=";K=2,M=8,schedule=gpipe,checkpoint=always;K=2,M=4,schedule=1f1b;K=2,M=8,schedule=1f1b"
 grid+=";K=2,M=4,schedule=zb-h1;K=2,M=8,schedule=interleaved-1f1b;K=2,M=4,schedule=zbv"
+grid+=";K=1,R=2,M=1,threads=1"
 
 mlp="--model mlp --layers 8 --width 2048 --in-features 1024 --batch-size 128"
 amoebanet="--model amoebanet-d --layers 6 --filters 32 --image-size 32 --batch-size 32"
@@ -32,7 +33,7 @@ run() {  # NAME BUDGET FLAGS...
   shift 2
   echo "== $name ($budget)" >&2
   # shellcheck disable=SC2068
-  (cd "$root" && "$bin/gpipe_plan" $@ --memory-per-device "$budget" --max-replicas 1 --top 5 \
+  (cd "$root" && "$bin/gpipe_plan" $@ --memory-per-device "$budget" --top 5 \
     --verify 3 --grid "$grid" --json "results/plan/${name}.json")
 }
 run mlp-1GiB 1GiB $mlp

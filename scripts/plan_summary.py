@@ -13,7 +13,7 @@ import sys
 
 
 def shape(p):
-    return "K={K} M={M} {schedule} v={v} {checkpoint} t={threads}".format(**p)
+    return "K={K} R={R} M={M} {schedule} v={v} {checkpoint} t={threads}".format(**p)
 
 
 def errors(p):
@@ -67,8 +67,8 @@ def main(folder):
         json.dump({"command": "experiments/check_plan.sh", "scenarios": rows}, f, indent=2)
     lines = ["# gpipe_plan against measurement", "",
              "Made by `experiments/check_plan.sh` (this folder's COMMAND). Errors are predicted / "
-             "measured - 1 over every measured plan of the scenario (the top 3 and the 12 grid "
-             "shapes); `grid faster` is how much faster the fastest grid shape that fit the budget "
+             "measured - 1 over every measured plan of the scenario (the top 3 and the 13 grid "
+             "shapes; R > 1 ran as R processes); `grid faster` is how much faster the fastest grid shape that fit the budget "
              "(measured peak) ran than the planner's first choice (negative: the planner's choice "
              "was faster).", "",
              "| scenario | planning s | first choice | predicted ms | measured ms | fastest grid "

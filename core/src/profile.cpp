@@ -25,6 +25,21 @@ void backward_all(const Activations& outputs) {
   if (!roots.empty()) torch::autograd::backward(roots, grads);
 }
 
+// One forward of `layer` on `input`, in milliseconds: with or without autograd recording, and as
+// a first run or as the replay of a recompute. The output is dropped.
+double timed_forward(Layer& layer, const Activations& input, size_t index, const DeviceSpec& device,
+                     bool grad, bool replay) {
+  LayerContext context;
+  context.layer = static_cast<int64_t>(index);
+  context.recompute = replay;
+  LayerContextGuard guard(&context);
+  torch::AutoGradMode mode(grad);
+  const auto start = std::chrono::steady_clock::now();
+  layer.forward(input);
+  if (device.is_cuda()) torch::cuda::synchronize();
+  return elapsed_ms(start);
+}
+
 }  // namespace
 
 std::vector<LayerProfile> profile_layers(const LayerList& layers, const Activations& sample,
@@ -47,11 +62,19 @@ std::vector<LayerProfile> profile_layers(const LayerList& layers, const Activati
       for (const auto& p : layer.parameters()) {
         profile.parameter_bytes += static_cast<int64_t>(p.numel() * p.element_size());
       }
-      std::vector<double> forward, backward, weight;
+      std::vector<double> forward, no_grad_forward, recompute, backward, weight;
       Activations output;
       for (int run = 0; run < options.warmup() + options.iterations(); ++run) {
         output.clear();  // the previous run's output must not be counted against this one
         const auto input = detach_for_stage(x, torch_device, /*requires_grad=*/i > 0);
+        // The forward three ways, as the executor runs it: a checkpointed F (no autograd), its
+        // R (autograd; BatchNorm does not gather statistics again) and a kept F (autograd). The
+        // first two only in timed runs: the kept F warms the layer up for all three.
+        const bool timed = run >= options.warmup();
+        const double n =
+            timed ? timed_forward(layer, input, i, device, /*grad=*/false, /*replay=*/false) : 0;
+        const double r =
+            timed ? timed_forward(layer, input, i, device, /*grad=*/true, /*replay=*/true) : 0;
         const int64_t before = memory::stats(device).current_bytes;
         WeightGradQueue weight_grads;
         weight_grads.set_deferring(true);
@@ -74,8 +97,10 @@ std::vector<LayerProfile> profile_layers(const LayerList& layers, const Activati
         weight_grads.run();
         if (device.is_cuda()) torch::cuda::synchronize();
         const double w = deferred ? elapsed_ms(start) : 0.0;
-        if (run >= options.warmup()) {
+        if (timed) {
           forward.push_back(f);
+          no_grad_forward.push_back(n);
+          recompute.push_back(r);
           backward.push_back(b + w);
           weight.push_back(w);
           profile.activation_bytes = std::max(profile.activation_bytes, after_forward - before);
@@ -86,11 +111,18 @@ std::vector<LayerProfile> profile_layers(const LayerList& layers, const Activati
       for (auto& p : layer.parameters())
         p.mutable_grad().reset();
       profile.forward_ms = median(forward);
+      profile.no_grad_forward_ms = median(no_grad_forward);
+      profile.recompute_ms = median(recompute);
       profile.backward_ms = median(backward);
       profile.weight_ms = median(weight);
       x.clear();
       for (const auto& t : output)
         x.push_back(t.defined() ? t.detach() : t);
+      // The profile's forwards are no training step: drop what they gathered (BatchNorm's
+      // statistics), so a trainer that balances by time starts from untouched layers.
+      for (const auto& module : layer.modules(/*include_self=*/true)) {
+        if (auto* observer = dynamic_cast<StepObserver*>(module.get())) observer->on_step_abort();
+      }
     }
   });
   return profiles;

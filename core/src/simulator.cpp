@@ -36,6 +36,7 @@ SimulationResult simulate(const Schedule& input, const SimulationCosts& costs,
   check_costs(costs.forward, S, "forward", false);
   check_costs(costs.backward, S, "backward", false);
   check_costs(costs.recompute, S, "recompute", true);
+  check_costs(costs.checkpointed_forward, S, "checkpointed forward", true);
   check_costs(costs.weight, S, "weight", true);
   GPIPE_CHECK(costs.weight_fraction >= 0 && costs.weight_fraction <= 1, ConfigError,
               "the weight fraction (W's share of the backward) must be in [0, 1], got ",
@@ -48,6 +49,8 @@ SimulationResult simulate(const Schedule& input, const SimulationCosts& costs,
               ConfigError, "boundary bytes list ", costs.link.boundary_bytes.size(), " values but ",
               S, " stages have ", S - 1, " boundaries");
   const auto& recompute = costs.recompute.empty() ? costs.forward : costs.recompute;
+  const auto& no_grad_forward =
+      costs.checkpointed_forward.empty() ? costs.forward : costs.checkpointed_forward;
   const bool split = schedule.splits_backward();
   std::vector<double> weight(S), input_grad(S);
   for (int64_t s = 0; s < S; ++s) {
@@ -103,7 +106,7 @@ SimulationResult simulate(const Schedule& input, const SimulationCosts& costs,
           }
           arrival[backward_message][s][m] = at;
         } else if (a.kind == ActionKind::kForward) {
-          run(d, a, "F", costs.forward[s]);
+          run(d, a, "F", a.checkpoint ? no_grad_forward[s] : costs.forward[s]);
         } else if (a.kind == ActionKind::kRecompute) {
           run(d, a, "R", recompute[s]);
         } else if (a.kind == ActionKind::kBackward) {

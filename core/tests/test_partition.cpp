@@ -60,6 +60,20 @@ TEST(Partition, Errors) {
   EXPECT_THROW(parse_balance_by("flops"), ConfigError);
 }
 
+// Profiling runs BatchNorm's forward several times, none of them a training step: a trainer
+// that balances by time must start from the layer it would have had without profiling.
+TEST(Profile, LeavesBatchNormStatisticsAsItFoundThem) {
+  torch::manual_seed(0);
+  DeferredBatchNorm profiled(8), fresh(8);
+  profile_layers({make_layer("bn", profiled)}, {torch::randn({16, 8}) * 3 + 1},
+                 DeviceSpec{torch::kCPU, 31}, ProfileOptions().warmup(1).iterations(2));
+  const auto x = torch::randn({16, 8});
+  profiled->forward(x);  // a plain call is its own mini-batch: it updates the running statistics
+  fresh->forward(x);
+  EXPECT_TRUE(torch::allclose(profiled->running_mean, fresh->running_mean));
+  EXPECT_TRUE(torch::allclose(profiled->running_var, fresh->running_var));
+}
+
 TEST(Profile, CostsFollowTheLayerSizes) {
   torch::manual_seed(0);
   LayerList layers{make_layer("small", torch::nn::Linear(64, 64)),
@@ -74,6 +88,10 @@ TEST(Profile, CostsFollowTheLayerSizes) {
   EXPECT_GE(profiles[1].activation_bytes, 256 * 1024 * 4);
   EXPECT_GT(profiles[1].forward_ms + profiles[1].backward_ms,
             profiles[0].forward_ms + profiles[0].backward_ms);
+  for (const auto& p : profiles) {
+    EXPECT_GT(p.no_grad_forward_ms, 0);
+    EXPECT_GT(p.recompute_ms, 0);
+  }
   for (const auto& layer : layers) {
     for (const auto& p : layer->parameters())
       EXPECT_FALSE(p.grad().defined());

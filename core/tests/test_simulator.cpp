@@ -58,6 +58,17 @@ TEST(Simulator, RecomputeAddsForwardTimeBeforeEachCheckpointedBackward) {
   EXPECT_DOUBLE_EQ(never.step_time, 12);
   EXPECT_DOUBLE_EQ(always.step_time, 16);
   EXPECT_DOUBLE_EQ(except_last.step_time, 15);
+
+  // A checkpointed forward runs without autograd and may cost less than a kept one.
+  auto costs = uniform(1);
+  costs.checkpointed_forward = {0.5};
+  const auto schedule = make_schedule(ScheduleKind::kGPipe, 1, 4);
+  EXPECT_DOUBLE_EQ(simulate(schedule, costs).step_time, 12);
+  EXPECT_DOUBLE_EQ(simulate(schedule, costs, Checkpoint::kAlways).step_time, 4 * (0.5 + 1 + 2));
+  EXPECT_DOUBLE_EQ(simulate(schedule, costs, Checkpoint::kExceptLast).step_time,
+                   3 * (0.5 + 1 + 2) + (1 + 2));
+  costs.checkpointed_forward = {0.5, 0.5};
+  EXPECT_THROW(simulate(schedule, costs, Checkpoint::kAlways), ConfigError);
 }
 
 TEST(Simulator, LinkTimeDelaysTheNextStage) {

@@ -39,6 +39,8 @@ std::string entry_name(int64_t microbatch, int threads) {
 nlohmann::json to_json(const MicrobatchCosts& c) {
   const auto& l = c.layers;
   return {{"forward_ms", l.forward_ms},
+          {"no_grad_forward_ms", l.no_grad_forward_ms},
+          {"recompute_ms", l.recompute_ms},
           {"backward_ms", l.backward_ms},
           {"weight_ms", l.weight_ms},
           {"update_ms", l.update_ms},
@@ -56,6 +58,10 @@ MicrobatchCosts from_json(const nlohmann::json& j, int64_t microbatch) {
   auto& l = c.layers;
   l.microbatch = microbatch;
   j.at("forward_ms").get_to(l.forward_ms);
+  // Absent from caches written before they were measured: those forwards are then priced as the
+  // kept forward.
+  if (j.contains("no_grad_forward_ms")) j.at("no_grad_forward_ms").get_to(l.no_grad_forward_ms);
+  if (j.contains("recompute_ms")) j.at("recompute_ms").get_to(l.recompute_ms);
   j.at("backward_ms").get_to(l.backward_ms);
   j.at("weight_ms").get_to(l.weight_ms);
   j.at("update_ms").get_to(l.update_ms);

@@ -3,11 +3,12 @@
 // Why this file exists: a CPU's GEMMs lose efficiency on small micro-batches and gain little from
 // a second thread on small ones, so a cost measured at one micro-batch size or thread count and
 // scaled to another would mislead the planner by tens of percent. The CostBook therefore measures
-// the model's layers (forward, the whole backward and its weight-gradient part, the optimizer
-// update, parameter, kept-activation and output bytes) once at every (micro-batch, threads) the
-// search asks for, and keeps the results in memory and, optionally, in a cache file keyed by the
-// model's configuration and the machine, so a second planning run of the same model measures
-// nothing. Each (micro-batch, threads, devices) is also calibrated once against a real step.
+// the model's layers (forward as kept, checkpointed and recomputed, the whole backward and its
+// weight-gradient part, the optimizer update, parameter, kept-activation and output bytes) once
+// at every (micro-batch, threads) the search asks for, and keeps the results in memory and,
+// optionally, in a cache file keyed by the model's configuration and the machine, so a second
+// planning run of the same model measures nothing. Each (micro-batch, threads, devices) is also
+// calibrated once against a real step.
 #pragma once
 
 #include <cstdint>

@@ -209,8 +209,8 @@ Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape,
     plan.balance[schedule.device_of(s)] += stage_balance[s];
 
   auto sim_costs = tables::stage_costs_ms(costs, stage_balance, link_preset(request.link));
-  for (auto* stages :
-       {&sim_costs.forward, &sim_costs.backward, &sim_costs.recompute, &sim_costs.weight}) {
+  for (auto* stages : {&sim_costs.forward, &sim_costs.backward, &sim_costs.recompute,
+                       &sim_costs.checkpointed_forward, &sim_costs.weight}) {
     for (auto& c : *stages)
       c *= slowdown;
   }

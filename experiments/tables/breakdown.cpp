@@ -77,6 +77,7 @@ StepBreakdown simulated_breakdown(const LayerCosts& costs, int64_t K, int64_t M,
   unlinked.forward = flattened(unlinked.forward);
   unlinked.backward = flattened(unlinked.backward);
   unlinked.recompute = flattened(unlinked.recompute);
+  unlinked.checkpointed_forward = flattened(unlinked.checkpointed_forward);
   unlinked.weight = flattened(unlinked.weight);
   const auto balanced = simulate(schedule, unlinked, checkpoint);
 

@@ -30,6 +30,8 @@ LayerCosts measure_layer_costs(const LayerList& layers, const models::SampleBatc
   costs.microbatch = sample.input.size(0);
   for (const auto& profile : profile_layers(layers, {sample.input}, device, options)) {
     costs.forward_ms.push_back(profile.forward_ms);
+    costs.no_grad_forward_ms.push_back(profile.no_grad_forward_ms);
+    costs.recompute_ms.push_back(profile.recompute_ms);
     costs.backward_ms.push_back(profile.backward_ms);
     costs.weight_ms.push_back(profile.weight_ms);
     costs.parameter_bytes.push_back(static_cast<double>(profile.parameter_bytes));
@@ -128,8 +130,14 @@ SimulationCosts stage_costs_ms(const LayerCosts& costs, const std::vector<int64_
   sim.forward = sum_by_stage(costs.forward_ms, balance);
   sim.backward = sum_by_stage(costs.backward_ms, balance);
   if (!costs.weight_ms.empty()) sim.weight = sum_by_stage(costs.weight_ms, balance);
-  sim.recompute = sim.forward;
-  sim.forward.back() += costs.loss_forward_ms;
+  sim.recompute =
+      costs.recompute_ms.empty() ? sim.forward : sum_by_stage(costs.recompute_ms, balance);
+  if (!costs.no_grad_forward_ms.empty())
+    sim.checkpointed_forward = sum_by_stage(costs.no_grad_forward_ms, balance);
+  // The last stage computes the loss in every kind of forward, the replay included.
+  for (auto* stages : {&sim.forward, &sim.recompute, &sim.checkpointed_forward}) {
+    if (!stages->empty()) stages->back() += costs.loss_forward_ms;
+  }
   sim.backward.back() += costs.loss_backward_ms;
   sim.link = link_in_ms(link_seconds, costs, balance);
   return sim;

@@ -27,7 +27,11 @@ namespace gpipe::tables {
 // Per-layer costs of one model at one micro-batch size, in milliseconds.
 struct LayerCosts {
   int64_t microbatch = 0;
-  std::vector<double> forward_ms;    // forward with autograd recording (also the recompute cost)
+  std::vector<double> forward_ms;  // forward with autograd recording (also the recompute cost)
+  // Forward without autograd, as a checkpointed micro-batch runs it; empty: unknown (forward_ms).
+  std::vector<double> no_grad_forward_ms;
+  // Forward as a recompute replays it (profile.h); empty: unknown (forward_ms).
+  std::vector<double> recompute_ms;
   std::vector<double> backward_ms;   // the whole backward, B and W
   std::vector<double> weight_ms;     // W's part of backward_ms (profile.h); empty: unknown
   std::vector<double> update_ms;     // the optimizer step over the layer's parameters
@@ -60,8 +64,9 @@ std::vector<int64_t> balance_by_time(const LayerCosts& costs, int64_t K);
 LinkModel link_in_ms(const LinkModel& link_seconds, const LayerCosts& costs,
                      const std::vector<int64_t>& balance);
 
-// Per-stage simulator costs of `balance`: forward, backward, its weight-gradient part W and
-// recompute (the forward again) summed over each stage's layers; the last stage adds the loss.
+// Per-stage simulator costs of `balance`: the forward as kept, checkpointed (no autograd) and
+// recomputed, the backward and its weight-gradient part W, summed over each stage's layers (a
+// kind not profiled is priced as the kept forward); the last stage adds the loss to each forward.
 SimulationCosts stage_costs_ms(const LayerCosts& costs, const std::vector<int64_t>& balance,
                                const LinkModel& link_seconds);
 

@@ -153,7 +153,9 @@ std::string to_markdown(const ScalingResult& result) {
       << o.device_type << " devices exist here (K <= " << result.max_measured_k
       << ": one virtual device per core, one intra-op thread each) and **projected** otherwise: "
          "per-layer forward, backward and update times measured on one device at the real "
-         "micro-batch N/M, split by the exact min-max partitioner, run through the simulator's "
+         "micro-batch N/M (each forward as it runs: checkpointed without autograd, recomputed "
+         "without gathering BatchNorm statistics), split by the "
+         "exact min-max partitioner, run through the simulator's "
          "GPipe schedule with re-materialisation and the table's link model (compute costs are "
          "this machine's; only the copies follow the link). The paper's columns are GPipe's own "
          "figures (Table 2: "

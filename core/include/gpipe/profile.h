@@ -3,8 +3,10 @@
 // Why this file exists: balancing a pipeline by time or by memory needs each layer's cost as
 // measured on the device it will run on. profile_layers runs every layer, in order, on one
 // sample micro-batch, on a worker thread bound to that device (so the memory meter charges it),
-// with warm-up runs first and the median of the timed runs reported. The backward runs split, as
-// zero-bubble schedules run it, so the weight-gradient part is timed apart.
+// with warm-up runs first and the median of the timed runs reported. The forward is timed as each
+// of the executor's three kinds runs it (kept, checkpointed, recomputed), and the backward runs
+// split, as zero-bubble schedules run it, so the weight-gradient part is timed apart. Profiling
+// leaves the layers as it found them: BatchNorm statistics gathered by it are dropped.
 #pragma once
 
 #include <vector>
@@ -16,7 +18,12 @@
 namespace gpipe {
 
 struct LayerProfile {
-  double forward_ms = 0;
+  double forward_ms = 0;  // with autograd recording, as a kept forward runs
+  // The forward without autograd, as a checkpointed forward runs (its activations are dropped).
+  double no_grad_forward_ms = 0;
+  // The forward as a recompute replays it: with autograd, but BatchNorm does not gather its
+  // running statistics again (a double-precision pass over the input), so it can be cheaper.
+  double recompute_ms = 0;
   double backward_ms = 0;  // the whole backward, B and W together
   // The weight-gradient part (W) of backward_ms: work the layer defers when a schedule splits its
   // backward (gpipe::Linear); exactly 0 for layers that cannot split (weight_grad.h).

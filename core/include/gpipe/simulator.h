@@ -26,6 +26,9 @@ struct SimulationCosts {
   std::vector<double> backward;  // the whole backward, B and W together
   // Replay cost of a checkpointed forward; empty means equal to `forward`.
   std::vector<double> recompute;
+  // Cost of a checkpointed forward itself, which runs without autograd (nothing is saved for
+  // the backward, so it is often cheaper than `forward`); empty means equal to `forward`.
+  std::vector<double> checkpointed_forward;
   // W's share of the backward where a schedule splits it (B takes the rest); `weight`, when
   // given, is W's cost per stage instead.
   double weight_fraction = 0.5;
