@@ -4,11 +4,7 @@
 // recompute and gradient clipping. Losses and updated parameters must match. Besides checking the
 // distributed path without launching processes, this puts the transport's threads under TSan
 // (scripts/sanitize.sh --tsan runs core_tests).
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <functional>
@@ -24,20 +20,6 @@
 
 namespace gpipe::testing {
 namespace {
-
-// A TCP port nobody listens on now (the kernel's pick for port 0).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  socklen_t length = sizeof(address);
-  const bool ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&address), length) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
-  if (fd >= 0) ::close(fd);
-  return ok ? ntohs(address.sin_port) : 0;
-}
 
 struct RankResult {
   std::vector<double> losses;
@@ -90,7 +72,7 @@ std::vector<RankResult> train_ranks(
     int world, const PipelineOptions& options, const std::vector<LayerList>& replica_layers,
     const std::function<std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>>(int)>&
         batches) {
-  const int port = free_port();
+  const int port = distributed::free_local_port();
   EXPECT_GT(port, 0);
   const auto K = static_cast<int64_t>(options.balance().size());
   const auto layout = make_layout(options, static_cast<int64_t>(replica_layers.front().size()));

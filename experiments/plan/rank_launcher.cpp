@@ -1,10 +1,7 @@
 #include "plan/rank_launcher.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,8 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "gpipe/distributed.h"
 #include "gpipe/errors.h"
 #include "gpipe/timing.h"
 
@@ -21,21 +18,6 @@ extern char** environ;
 
 namespace gpipe::plan {
 namespace {
-
-// A TCP port nothing listens on now (the kernel's pick for port 0).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  GPIPE_CHECK(fd >= 0, Error, "cannot open a socket to find a free port: ", std::strerror(errno));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
-  ::close(fd);
-  GPIPE_CHECK(ok, Error, "cannot find a free port on 127.0.0.1: ", std::strerror(errno));
-  return ntohs(address.sin_port);
-}
 
 // The last `n` lines of a file.
 std::string tail(const std::string& path, int n) {
@@ -62,7 +44,7 @@ void run_ranks(const std::string& program, const std::vector<std::string>& args,
                const std::string& log_dir) {
   GPIPE_CHECK(world >= 1, ConfigError, "a run needs at least one rank, got ", world);
   std::filesystem::create_directories(log_dir);
-  const std::string port = std::to_string(free_port());
+  const std::string port = std::to_string(distributed::free_local_port());
   // Everything the children need is built before fork: between fork and exec a child of a
   // multi-threaded process may only make async-signal-safe calls.
   std::vector<std::string> inherited;

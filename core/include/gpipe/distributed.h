@@ -59,6 +59,10 @@ struct Env {
   static Env from_environment();
 };
 
+// A TCP port on 127.0.0.1 that nothing listens on now (the kernel's pick for port 0), for a
+// MASTER_PORT of ranks started on this host. Throws gpipe::Error when no socket can be had.
+int free_local_port();
+
 struct ContextOptions {
   /* implicit */ ContextOptions(int64_t stages) : stages_(stages) {}
   TORCH_ARG(int64_t, stages);  // K
