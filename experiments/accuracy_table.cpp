@@ -106,7 +106,7 @@ Run train_or_reuse(const std::string& preset, std::vector<std::string> args, con
     spdlog::info("{}: reusing {}", label, (dir / "summary.json").string());
     run.summary = json::parse(in);
   } else {
-    spdlog::info("{}: training {} on {} ({} epochs)", label, run.options.model.name,
+    spdlog::info("{}: training {} on {} ({} epochs)", label, run.options.model.name(),
                  run.options.dataset, run.options.epochs);
     gpipe::train::Trainer trainer(run.options);
     run.summary = trainer.run().to_json();
@@ -166,7 +166,7 @@ json transfer_rows(const std::string& preset, const std::vector<std::string>& ov
                  std_of(top1), top1.size());
     return json{{"config", config},
                 {"dataset", pretrain_options.dataset + " classes " + classes},
-                {"model", pretrain_options.model.name},
+                {"model", pretrain_options.model.name()},
                 {"K", pretrain_options.partitions},
                 {"M", pretrain_options.chunks},
                 {"runs", summaries.size()},
@@ -286,7 +286,7 @@ int main(int argc, char** argv) {
       ours.push_back(top1);
       rows.push_back({{"config", config},
                       {"dataset", options.dataset},
-                      {"model", options.model.name},
+                      {"model", options.model.name()},
                       {"K", k},
                       {"M", config == "naive-1" ? 1 : options.chunks},
                       {"test_top1", top1},

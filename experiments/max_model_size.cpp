@@ -107,14 +107,14 @@ int main(int argc, char** argv) {
     std::vector<tables::MaxSizeModel> models;
     for (auto model : options.models) {
       if (!wanted.empty() &&
-          std::find(wanted.begin(), wanted.end(), model.base.name) == wanted.end()) {
+          std::find(wanted.begin(), wanted.end(), model.base.name()) == wanted.end()) {
         continue;
       }
       if (batch != 0) {
         GPIPE_CHECK(batch >= 1, ConfigError, "--batch must be >= 1, got ", batch);
         model.batch = batch;
       }
-      if (tables::is_amoebanet(model.base.name)) {
+      if (tables::is_amoebanet(model.base.name())) {
         if (!amoeba_layers.empty())
           model.layers = cli::parse_ints(amoeba_layers, "--amoebanet-layers");
         if (fixed_layers >= 0) model.fixed_layers = fixed_layers;

@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
       if (!wanted_models.empty()) {
         std::vector<tables::ScalingModel> models;
         for (const auto& m : table.models) {
-          if (std::find(wanted_models.begin(), wanted_models.end(), m.config.name) !=
+          if (std::find(wanted_models.begin(), wanted_models.end(), m.config.name()) !=
               wanted_models.end()) {
             models.push_back(m);
           }

@@ -25,9 +25,7 @@ std::vector<int64_t> range(int64_t first, int64_t last, int64_t step) {
 }
 
 std::string config_key(const models::ModelConfig& c) {
-  return c10::str(c.name, "/L", c.layers, "/D", c.filters, "/img", c.image_size, "/ch", c.channels,
-                  "/cls", c.classes, "/d", c.d_model, "/f", c.ffn, "/h", c.heads, "/v", c.vocab,
-                  "/t", c.seq_len);
+  return models::to_json(c).dump();
 }
 
 double elapsed_s(std::chrono::steady_clock::time_point start) {
@@ -74,41 +72,30 @@ MaxSizeOptions max_size_preset(const std::string& name) {
   MaxSizeOptions options;
   options.preset = name;
   MaxSizeModel amoeba;
-  amoeba.base.name = "amoebanet-d";
-  amoeba.base.channels = 3;
+  amoeba.base = models::ModelConfig("amoebanet-d");
   MaxSizeModel lm;
-  lm.base.name = "transformer-l";
+  lm.base = models::ModelConfig("transformer-l");
   if (name == "quick") {
     options.budget_bytes = int64_t{96} << 20;
     options.chunks = 8;
-    amoeba.base.image_size = 64;
-    amoeba.base.classes = 10;
+    amoeba.base.amoebanet().image_size(64).classes(10).channels(3);
     amoeba.batch = 32;
     amoeba.layers = {3, 6, 12, 18, 24, 36};
     amoeba.filters = range(16, 512, 16);
     amoeba.fixed_layers = 6;
-    lm.base.d_model = 256;
-    lm.base.ffn = 1024;
-    lm.base.heads = 4;
-    lm.base.vocab = 2048;
-    lm.base.seq_len = 64;
+    lm.base.transformer().d_model(256).ffn(1024).heads(4).vocab(2048).seq_len(64);
     lm.batch = 16;
     lm.layers = range(1, 160, 1);
   } else if (name == "paper") {
     options.budget_bytes = int64_t{8} << 30;
     options.chunks = 8;
-    amoeba.base.image_size = 224;
-    amoeba.base.classes = 1000;
+    amoeba.base.amoebanet().image_size(224).classes(1000).channels(3);
     amoeba.batch = 128;
     amoeba.layers = {6, 12, 18, 24, 36, 48, 72, 96};
     amoeba.filters = range(16, 1024, 16);
     amoeba.fixed_layers = 18;
     lm.budget_bytes = int64_t{16} << 30;
-    lm.base.d_model = 2048;
-    lm.base.ffn = 8192;
-    lm.base.heads = 32;
-    lm.base.vocab = 32000;
-    lm.base.seq_len = 1024;
+    lm.base.transformer().d_model(2048).ffn(8192).heads(32).vocab(32000).seq_len(1024);
     lm.batch = 32;
     lm.layers = range(1, 512, 1);
   } else {
@@ -121,8 +108,8 @@ MaxSizeOptions max_size_preset(const std::string& name) {
 std::vector<std::vector<models::ModelConfig>> size_families(const MaxSizeModel& model,
                                                             const SizeConfig& config) {
   std::vector<std::vector<models::ModelConfig>> families;
-  check_paper_model("max_model_size", model.base.name);
-  const bool amoeba = is_amoebanet(model.base.name);
+  check_paper_model("max_model_size", model.base.name());
+  const bool amoeba = is_amoebanet(model.base.name());
   int64_t most_layers = 0;
   auto layers_of = [](const models::ModelConfig& c) { return models::make_model(c)->num_layers(); };
   if (amoeba) {
@@ -134,8 +121,7 @@ std::vector<std::vector<models::ModelConfig>> size_families(const MaxSizeModel& 
       std::vector<models::ModelConfig> family;
       for (int64_t D : model.filters) {
         auto c = model.base;
-        c.layers = L;
-        c.filters = D;
+        c.amoebanet().layers(L).filters(D);
         family.push_back(c);
       }
       if (family.empty()) continue;
@@ -147,7 +133,7 @@ std::vector<std::vector<models::ModelConfig>> size_families(const MaxSizeModel& 
     std::vector<models::ModelConfig> family;
     for (int64_t L : model.layers) {
       auto c = model.base;
-      c.layers = L;
+      c.transformer().layers(L);
       const int64_t n = layers_of(c);
       most_layers = std::max(most_layers, n);
       if (n >= config.partitions) family.push_back(c);
@@ -155,17 +141,17 @@ std::vector<std::vector<models::ModelConfig>> size_families(const MaxSizeModel& 
     if (!family.empty()) families.push_back(family);
   }
   GPIPE_CHECK(!families.empty(), ConfigError, config.name, " needs a model of at least ",
-              config.partitions, " layers (one per stage), but the deepest ", model.base.name,
+              config.partitions, " layers (one per stage), but the deepest ", model.base.name(),
               " of this search has ", most_layers, " layers; search larger L (--",
               amoeba ? "amoebanet-layers" : "transformer-layers", ") or use fewer partitions");
   return families;
 }
 
 std::string size_label(const models::ModelConfig& config) {
-  if (is_amoebanet(config.name)) {
-    return c10::str("(", config.layers, ", ", config.filters, ")");
+  if (is_amoebanet(config.name())) {
+    return c10::str("(", config.amoebanet().layers(), ", ", config.amoebanet().filters(), ")");
   }
-  return std::to_string(config.layers);
+  return std::to_string(config.transformer().layers());
 }
 
 int64_t MaxSizeOptions::budget_for(const MaxSizeModel& model) const {
@@ -185,12 +171,12 @@ void validate(const MaxSizeOptions& options, int64_t machine_bytes) {
     most_devices = std::max(most_devices, parse_size_config(name).partitions);
   }
   for (const auto& model : options.models) {
-    GPIPE_CHECK(model.batch >= 1, ConfigError, model.base.name, ": the mini-batch must be >= 1");
+    GPIPE_CHECK(model.batch >= 1, ConfigError, model.base.name(), ": the mini-batch must be >= 1");
     GPIPE_CHECK(model.batch % options.chunks == 0, ConfigError, "--chunks ", options.chunks,
-                " must divide the mini-batch N=", model.batch, " of ", model.base.name);
-    GPIPE_CHECK(!model.layers.empty(), ConfigError, model.base.name, ": no L to search");
-    GPIPE_CHECK(!is_amoebanet(model.base.name) || !model.filters.empty(), ConfigError,
-                model.base.name, ": no D to search");
+                " must divide the mini-batch N=", model.batch, " of ", model.base.name());
+    GPIPE_CHECK(!model.layers.empty(), ConfigError, model.base.name(), ": no L to search");
+    GPIPE_CHECK(!is_amoebanet(model.base.name()) || !model.filters.empty(), ConfigError,
+                model.base.name(), ": no D to search");
     GPIPE_CHECK(model.fixed_layers >= 0, ConfigError, "--amoebanet-fixed-layers must be >= 0, got ",
                 model.fixed_layers);
     for (const auto& name : options.configs)
@@ -234,7 +220,7 @@ MaxSizeResult run_max_size(const MaxSizeOptions& options) {
   std::map<std::string, MemoryProfile> profile_cache;
   for (const auto& model : options.models) {
     const double budget = static_cast<double>(options.budget_for(model));
-    const std::string optimizer = resolve_optimizer(options.optimizer, model.base.name);
+    const std::string optimizer = resolve_optimizer(options.optimizer, model.base.name());
     const int64_t slots = optimizer_state_slots(optimizer);
     const int64_t micro = model.batch / options.chunks;
     for (const auto& name : options.configs) {
@@ -265,7 +251,7 @@ MaxSizeResult run_max_size(const MaxSizeOptions& options) {
           const auto builder = models::make_model(c);
           MemoryProfile p = profile_memory(builder->build(), builder->sample_batch(micro, 2),
                                            profile_device, threads);
-          spdlog::debug("{} {}: memory profile at micro-batch {} in {:.1f} s", c.name,
+          spdlog::debug("{} {}: memory profile at micro-batch {} in {:.1f} s", c.name(),
                         size_label(c), micro, elapsed_s(t0));
           it = profile_cache.emplace(key, std::move(p)).first;
         }
@@ -309,14 +295,14 @@ MaxSizeResult run_max_size(const MaxSizeOptions& options) {
         spdlog::info(
             "{} {} {}: {} parameters, balance {}, peak {} per device ({} budget), "
             "step in {:.1f} s",
-            c.name, name, size_label(c), format_count(parameters(c)), c10::Join(",", run.balance),
+            c.name(), name, size_label(c), format_count(parameters(c)), c10::Join(",", run.balance),
             format_bytes(peak), peak <= budget ? "fits the" : "over the", elapsed_s(t0));
         measured[{p.family, p.member}] = std::move(m);
         return peak;
       };
 
       spdlog::info(
-          "{} {}: searching {} sizes within {} per device", model.base.name, name,
+          "{} {}: searching {} sizes within {} per device", model.base.name(), name,
           [&] {
             size_t n = 0;
             for (const auto& f : families)
@@ -332,7 +318,7 @@ MaxSizeResult run_max_size(const MaxSizeOptions& options) {
                 << format_bytes(s.measured_bytes) << ";";
         }
         throw ConfigError(c10::str("--memory-budget ", format_bytes(budget),
-                                   " is too small for any ", model.base.name, " in ", name,
+                                   " is too small for any ", model.base.name(), " in ", name,
                                    ": the smallest sizes measured do not fit (", tried.str(),
                                    " ). Raise --memory-budget or search smaller sizes"));
       }
@@ -340,7 +326,7 @@ MaxSizeResult run_max_size(const MaxSizeOptions& options) {
       const auto& chosen = config_at(best);
       const auto& m = measured.at({best.family, best.member});
       MaxSizeRow row;
-      row.model = model.base.name;
+      row.model = model.base.name();
       row.config = name;
       row.partitions = K;
       row.chunks = shape.chunks;

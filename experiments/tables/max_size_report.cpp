@@ -7,6 +7,14 @@
 #include "tables/workload.h"
 
 namespace gpipe::tables {
+namespace {
+
+// D of an AmoebaNet row; null for Transformer-L.
+nlohmann::json filters_json(const MaxSizeRow& r) {
+  return is_amoebanet(r.model) ? nlohmann::json(r.chosen.amoebanet().filters()) : nlohmann::json();
+}
+
+}  // namespace
 
 nlohmann::json to_json(const MaxSizeResult& result) {
   const auto& o = result.options;
@@ -29,60 +37,60 @@ nlohmann::json to_json(const MaxSizeResult& result) {
                {"peak_activation_memory_gb", r.paper->activation_gb},
                {"hardware", paper_table1_hardware(r.model)}};
     }
-    rows.push_back(
-        {{"model", r.model},
-         {"config", r.config},
-         {"partitions", r.partitions},
-         {"chunks", r.chunks},
-         {"checkpoint", r.checkpoint},
-         {"budget_bytes", r.budget_bytes},
-         {"size", r.size},
-         {"layers", r.chosen.layers},
-         {"filters", is_amoebanet(r.model) ? nlohmann::json(r.chosen.filters) : nlohmann::json()},
-         {"L", r.chosen.layers},
-         {"D", is_amoebanet(r.model) ? nlohmann::json(r.chosen.filters) : nlohmann::json()},
-         {"parameters", r.parameters},
-         {"parameter_bytes", r.parameter_bytes},
-         {"bytes_per_parameter", r.bytes_per_parameter},
-         {"parameter_memory_bytes", r.parameters * r.bytes_per_parameter},
-         {"state_bytes", r.state_bytes()},
-         {"peak_activation_bytes", r.peak_activation_bytes()},
-         {"peak_bytes_per_device", r.peak_bytes_per_device},
-         {"state_bytes_per_device", r.state_bytes_per_device},
-         {"peak_activation_bytes_per_device", r.peak_activation_bytes_per_device},
-         {"predicted_bytes_per_device", r.predicted_bytes_per_device},
-         {"calibration_scale", r.scale},
-         {"balance", r.balance},
-         {"search", search},
-         {"paper", paper}});
+    rows.push_back({{"model", r.model},
+                    {"config", r.config},
+                    {"partitions", r.partitions},
+                    {"chunks", r.chunks},
+                    {"checkpoint", r.checkpoint},
+                    {"budget_bytes", r.budget_bytes},
+                    {"size", r.size},
+                    {"layers", models::int_knob(r.chosen, "layers")},
+                    {"filters", filters_json(r)},
+                    {"L", models::int_knob(r.chosen, "layers")},
+                    {"D", filters_json(r)},
+                    {"parameters", r.parameters},
+                    {"parameter_bytes", r.parameter_bytes},
+                    {"bytes_per_parameter", r.bytes_per_parameter},
+                    {"parameter_memory_bytes", r.parameters * r.bytes_per_parameter},
+                    {"state_bytes", r.state_bytes()},
+                    {"peak_activation_bytes", r.peak_activation_bytes()},
+                    {"peak_bytes_per_device", r.peak_bytes_per_device},
+                    {"state_bytes_per_device", r.state_bytes_per_device},
+                    {"peak_activation_bytes_per_device", r.peak_activation_bytes_per_device},
+                    {"predicted_bytes_per_device", r.predicted_bytes_per_device},
+                    {"calibration_scale", r.scale},
+                    {"balance", r.balance},
+                    {"search", search},
+                    {"paper", paper}});
   }
   nlohmann::json models = nlohmann::json::array();
   for (const auto& m : o.models) {
-    nlohmann::json knobs = {{"model", m.base.name},
+    nlohmann::json knobs = {{"model", m.base.name()},
                             {"batch", m.batch},
                             {"layers", m.layers},
                             {"budget_bytes", o.budget_for(m)}};
-    if (is_amoebanet(m.base.name)) {
+    if (is_amoebanet(m.base.name())) {
       knobs.update({{"filters", m.filters},
                     {"fixed_layers", m.fixed_layers},
                     {"grow_depth_from", m.grow_depth_from},
-                    {"image_size", m.base.image_size},
-                    {"channels", m.base.channels},
-                    {"classes", m.base.classes}});
+                    {"image_size", m.base.amoebanet().image_size()},
+                    {"channels", m.base.amoebanet().channels()},
+                    {"classes", m.base.amoebanet().classes()}});
     } else {
-      knobs.update({{"d_model", m.base.d_model},
-                    {"ffn", m.base.ffn},
-                    {"heads", m.base.heads},
-                    {"vocab", m.base.vocab},
-                    {"seq_len", m.base.seq_len}});
+      const auto& t = m.base.transformer();
+      knobs.update({{"d_model", t.d_model()},
+                    {"ffn", t.ffn()},
+                    {"heads", t.heads()},
+                    {"vocab", t.vocab()},
+                    {"seq_len", t.seq_len()}});
     }
     models.push_back(knobs);
   }
   nlohmann::json ratios = nlohmann::json::object();
   for (const auto& m : o.models) {
-    const auto p1 = parameter_ratio(result, m.base.name, "pipeline-1", "naive-1");
-    const auto p8 = parameter_ratio(result, m.base.name, "pipeline-8", "pipeline-1");
-    ratios[m.base.name] = {
+    const auto p1 = parameter_ratio(result, m.base.name(), "pipeline-1", "naive-1");
+    const auto p8 = parameter_ratio(result, m.base.name(), "pipeline-8", "pipeline-1");
+    ratios[m.base.name()] = {
         {"pipeline-1 / naive-1", p1 ? nlohmann::json(*p1) : nlohmann::json()},
         {"pipeline-8 / pipeline-1", p8 ? nlohmann::json(*p8) : nlohmann::json()}};
   }
@@ -110,8 +118,8 @@ std::string to_csv(const MaxSizeResult& result) {
     std::vector<std::string> peaks;
     for (int64_t b : r.peak_bytes_per_device)
       peaks.push_back(std::to_string(b));
-    table.add_row({r.model, r.config, r.size, std::to_string(r.chosen.layers),
-                   is_amoebanet(r.model) ? std::to_string(r.chosen.filters) : "",
+    table.add_row({r.model, r.config, r.size, std::to_string(models::int_knob(r.chosen, "layers")),
+                   is_amoebanet(r.model) ? std::to_string(r.chosen.amoebanet().filters()) : "",
                    std::to_string(r.parameters), std::to_string(r.parameter_bytes),
                    std::to_string(r.bytes_per_parameter), std::to_string(r.state_bytes()),
                    std::to_string(r.peak_activation_bytes()), c10::Join(";", peaks),
@@ -149,22 +157,25 @@ std::string to_markdown(const MaxSizeResult& result) {
       << ", image 224, mini-batch 128; Transformer-L: " << paper_table1_hardware("transformer-l")
       << ", pipeline-1/8/32/128 only), not ours.\n\n";
   for (const auto& m : o.models) {
-    const bool amoeba = is_amoebanet(m.base.name);
+    const bool amoeba = is_amoebanet(m.base.name());
     out << "## " << (amoeba ? "AmoebaNet-D (L, D)" : "Transformer-L") << "\n\n";
     if (amoeba) {
-      out << m.base.image_size << "x" << m.base.image_size << "x" << m.base.channels << " images, "
-          << m.base.classes << " classes, mini-batch " << m.batch;
+      const auto& a = m.base.amoebanet();
+      out << a.image_size() << "x" << a.image_size() << "x" << a.channels() << " images, "
+          << a.classes() << " classes, mini-batch " << m.batch;
       if (m.fixed_layers > 0) {
         out << ", L=" << m.fixed_layers << " fixed below pipeline-" << m.grow_depth_from;
       }
     } else {
-      out << "d_model " << m.base.d_model << ", ffn " << m.base.ffn << ", " << m.base.heads
-          << " heads, vocabulary " << m.base.vocab << ", sequence " << m.base.seq_len
-          << ", mini-batch " << m.batch;
+      const auto& t = m.base.transformer();
+      out << "d_model " << t.d_model() << ", ffn " << t.ffn() << ", " << t.heads()
+          << " heads, vocabulary " << t.vocab() << ", sequence " << t.seq_len() << ", mini-batch "
+          << m.batch;
     }
     out << "; budget **" << format_bytes(static_cast<double>(o.budget_for(m)))
         << " per device**.\n\n";
-    const int64_t per_parameter = bytes_per_parameter(resolve_optimizer(o.optimizer, m.base.name));
+    const int64_t per_parameter =
+        bytes_per_parameter(resolve_optimizer(o.optimizer, m.base.name()));
     TextTable table({"config", amoeba ? "(L, D)" : "L", "parameters",
                      c10::str("parameter memory (", per_parameter, " B a parameter)"),
                      "parameters + gradients + optimizer state", "peak activation memory",
@@ -172,7 +183,7 @@ std::string to_markdown(const MaxSizeResult& result) {
                      "paper parameter memory", "paper peak activation"},
                     {false, false, true, true, true, true, false, false, false, true, true, true});
     for (const auto& r : result.rows) {
-      if (r.model != m.base.name) continue;
+      if (r.model != m.base.name()) continue;
       std::vector<std::string> peaks;
       for (int64_t b : r.peak_bytes_per_device)
         peaks.push_back(format_bytes(static_cast<double>(b)));
@@ -187,11 +198,11 @@ std::string to_markdown(const MaxSizeResult& result) {
                      r.paper ? fixed(r.paper->activation_gb, 2) + " GB" : "-"});
     }
     out << table.markdown() << "\n";
-    const auto p1 = parameter_ratio(result, m.base.name, "pipeline-1", "naive-1");
-    const auto p8 = parameter_ratio(result, m.base.name, "pipeline-8", "pipeline-1");
-    const auto paper_p1 = paper_table1_entry(m.base.name, "pipeline-1");
-    const auto paper_n1 = paper_table1_entry(m.base.name, "naive-1");
-    const auto paper_p8 = paper_table1_entry(m.base.name, "pipeline-8");
+    const auto p1 = parameter_ratio(result, m.base.name(), "pipeline-1", "naive-1");
+    const auto p8 = parameter_ratio(result, m.base.name(), "pipeline-8", "pipeline-1");
+    const auto paper_p1 = paper_table1_entry(m.base.name(), "pipeline-1");
+    const auto paper_n1 = paper_table1_entry(m.base.name(), "naive-1");
+    const auto paper_p8 = paper_table1_entry(m.base.name(), "pipeline-8");
     if (p1) {
       out << "- pipeline-1 / naive-1 parameters: **" << fixed(*p1, 2) << "x**";
       if (paper_p1 && paper_n1) {

@@ -21,10 +21,7 @@ namespace gpipe::tables {
 namespace {
 
 std::string model_key(const ScalingModel& m) {
-  const auto& c = m.config;
-  return c10::str(c.name, "/L", c.layers, "/D", c.filters, "/img", c.image_size, "/cls", c.classes,
-                  "/d", c.d_model, "/f", c.ffn, "/h", c.heads, "/v", c.vocab, "/t", c.seq_len, "/N",
-                  m.batch);
+  return c10::str(models::to_json(m.config).dump(), "/N", m.batch);
 }
 
 std::vector<std::string> devices_for(const std::string& type, int64_t K) {
@@ -179,7 +176,7 @@ ScalingResult run_scaling(const ScalingOptions& options) {
     const auto& link = result.links.at(table.id);
     for (const auto& model : table.models) {
       const auto builder = models::make_model(model.config);
-      const std::string optimizer = resolve_optimizer(options.optimizer, model.config.name);
+      const std::string optimizer = resolve_optimizer(options.optimizer, model.config.name());
       const int64_t parameters = builder->count_parameters();
       // Parameters, gradients and optimizer state of the whole model, for the measured runs.
       const int64_t state_bytes = parameters * bytes_per_parameter(optimizer);
@@ -230,7 +227,7 @@ ScalingResult run_scaling(const ScalingOptions& options) {
               project_step(costs, K, M, options.checkpoint, link_preset("none"), balance);
           ScalingRow row;
           row.table = table.id;
-          row.model = model.config.name;
+          row.model = model.config.name();
           row.label = model.label;
           row.K = K;
           row.M = M;

@@ -9,26 +9,16 @@ namespace {
 
 models::ModelConfig amoebanet(int64_t layers, int64_t filters, int64_t image_size,
                               int64_t classes) {
-  models::ModelConfig c;
-  c.name = "amoebanet-d";
-  c.layers = layers;
-  c.filters = filters;
-  c.image_size = image_size;
-  c.channels = 3;
-  c.classes = classes;
+  models::ModelConfig c("amoebanet-d");
+  c.amoebanet().layers(layers).filters(filters).image_size(image_size).channels(3).classes(classes);
   return c;
 }
 
 models::ModelConfig transformer(int64_t layers, int64_t d_model, int64_t ffn, int64_t heads,
                                 int64_t vocab, int64_t seq_len) {
-  models::ModelConfig c;
-  c.name = "transformer-l";
-  c.layers = layers;
-  c.d_model = d_model;
-  c.ffn = ffn;
-  c.heads = heads;
-  c.vocab = vocab;
-  c.seq_len = seq_len;
+  models::ModelConfig c("transformer-l");
+  c.transformer().layers(layers).d_model(d_model).ffn(ffn).heads(heads).vocab(vocab).seq_len(
+      seq_len);
   return c;
 }
 

@@ -47,9 +47,9 @@ nlohmann::json to_json(const ScalingResult& result) {
     nlohmann::json models = nlohmann::json::array();
     for (const auto& m : t.models) {
       const auto builder = models::make_model(m.config);
-      models.push_back({{"model", m.config.name},
+      models.push_back({{"model", m.config.name()},
                         {"label", m.label},
-                        {"layers", m.config.layers},
+                        {"layers", models::int_knob(m.config, "layers")},
                         {"num_layers", builder->num_layers()},
                         {"parameters", builder->count_parameters()},
                         {"batch", m.batch}});
@@ -189,11 +189,11 @@ std::string to_markdown(const ScalingResult& result) {
         for (int64_t K : t.partitions) {
           std::optional<double> ours, measured;
           for (const auto& r : result.rows) {
-            if (r.table != t.id || r.model != m.config.name || r.K != K || r.M != M) continue;
+            if (r.table != t.id || r.model != m.config.name() || r.K != K || r.M != M) continue;
             if (r.source == "projected") ours = r.speedup;
             if (r.source == "measured") measured = r.speedup;
           }
-          const auto paper = paper_speedup(t.id, m.config.name, K, M);
+          const auto paper = paper_speedup(t.id, m.config.name(), K, M);
           std::string cell = ours ? fixed(*ours, 2) + " *p*" : "-";
           if (measured) cell += " (measured " + fixed(*measured, 2) + ")";
           cells.push_back(cell);
@@ -206,7 +206,7 @@ std::string to_markdown(const ScalingResult& result) {
                       "paper speedup", "bubble", "communication", "balance", "other load"},
                      {true, true, false, false, true, true, true, true, true, true, false, true});
       for (const auto& r : result.rows) {
-        if (r.table != t.id || r.model != m.config.name) continue;
+        if (r.table != t.id || r.model != m.config.name()) continue;
         rows.add_row({std::to_string(r.K), std::to_string(r.M), r.source, r.link,
                       fixed(r.step_ms, 1), fixed(r.samples_per_s, 1), fixed_or_dash(r.speedup, 2),
                       fixed_or_dash(r.paper_speedup, 2),

@@ -76,8 +76,8 @@ TEST(StepBreakdown, AMeasuredStepSplitsItsIdleTimeAsTheSimulationDoes) {
 }
 
 TEST(StepBreakdown, ARealStepsTimelineGivesFractionsThatSumToOne) {
-  auto config = models::small_config("mlp");
-  config.layers = 4;
+  models::ModelConfig config("mlp");
+  config.mlp().depth(4);
   const auto builder = models::make_model(config);
   RunShape shape;
   shape.balance = {3, 2};  // the mlp's 4 hidden layers and its head

@@ -129,10 +129,11 @@ TEST(MaxSizeOptions, ConfigurationsParseAndBadOnesAreNamed) {
 TEST(MaxSizeOptions, FamiliesKeepOnlySizesWithAStagePerDevice) {
   const auto options = max_size_preset("quick");
   const auto& lm = options.models[1];
-  ASSERT_EQ(lm.base.name, "transformer-l");
+  ASSERT_EQ(lm.base.name(), "transformer-l");
   const auto families = size_families(lm, parse_size_config("pipeline-8"));
   ASSERT_EQ(families.size(), 1u);
-  EXPECT_EQ(families[0].front().layers, 6);  // embedding + 6 layers + head = 8 layers
+  EXPECT_EQ(families[0].front().transformer().layers(),
+            6);  // embedding + 6 layers + head = 8 layers
   auto shallow = lm;
   shallow.layers = {1, 2, 3};
   EXPECT_CONFIG_ERROR(size_families(shallow, parse_size_config("pipeline-8")),
@@ -153,8 +154,9 @@ TEST(MaxSizeOptions, AmoebaNetKeepsItsDepthBelowPipeline4AndGrowsD) {
       const auto families = size_families(amoeba, parse_size_config(config));
       ASSERT_EQ(families.size(), 1u) << preset << " " << config;
       for (const auto& c : families[0])
-        EXPECT_EQ(c.layers, amoeba.fixed_layers);
-      EXPECT_GT(families[0].back().filters, families[0].front().filters);
+        EXPECT_EQ(c.amoebanet().layers(), amoeba.fixed_layers);
+      EXPECT_GT(families[0].back().amoebanet().filters(),
+                families[0].front().amoebanet().filters());
     }
     EXPECT_EQ(size_families(amoeba, parse_size_config("pipeline-4")).size(), amoeba.layers.size());
     EXPECT_EQ(optimizer_state_slots(resolve_optimizer(options.optimizer, "transformer-l")), 1);
@@ -182,13 +184,8 @@ TEST(MaxSizeOptions, BadInputIsNamed) {
 // ---- real runs on tiny models ---------------------------------------------------------------
 
 models::ModelConfig tiny_transformer(int64_t layers) {
-  auto c = models::small_config("transformer-l");
-  c.layers = layers;
-  c.d_model = 32;
-  c.ffn = 64;
-  c.heads = 2;
-  c.vocab = 64;
-  c.seq_len = 8;
+  models::ModelConfig c("transformer-l");
+  c.transformer().layers(layers).d_model(32).ffn(64).heads(2).vocab(64).seq_len(8);
   return c;
 }
 

@@ -107,9 +107,8 @@ TEST(Plan, MemoryReplayFollowsEachSchedulesInFlightMicroBatches) {
 class PlanSearch : public ::testing::Test {
  protected:
   static models::ModelConfig mlp() {
-    auto config = models::small_config("mlp");
-    config.layers = 4;
-    config.width = 64;
+    models::ModelConfig config("mlp");
+    config.mlp().depth(4).width(64);
     return config;
   }
   static Pipeline::OptimizerFactory sgd() {
@@ -166,7 +165,7 @@ TEST_F(PlanSearch, TheCostCacheMeasuresEachShapeOnce) {
   EXPECT_EQ(a.layers.recompute_ms, b.layers.recompute_ms);
   EXPECT_EQ(a.layers.activation_bytes, b.layers.activation_bytes);
   auto other = mlp();
-  other.width = 32;  // another model: measured again
+  other.mlp().width(32);  // another model: measured again
   CostBook third(other, sgd(), path.string());
   third.at(2, 1);
   EXPECT_EQ(third.measured(), 1);

@@ -281,7 +281,7 @@ TEST(ScalingReport, MarkdownCsvAndJsonCarryOursAndThePapers) {
   result.options = scaling_preset("quick");
   result.options.tables.resize(1);
   result.options.tables[0].models.resize(1);
-  const std::string model = result.options.tables[0].models[0].config.name;
+  const std::string model = result.options.tables[0].models[0].config.name();
   for (const auto& [source, K, M, samples] :
        std::vector<std::tuple<std::string, int64_t, int64_t, double>>{
            {"projected", 2, 1, 10}, {"measured", 2, 1, 11}, {"projected", 8, 32, 40}}) {

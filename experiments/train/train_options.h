@@ -16,7 +16,7 @@
 namespace gpipe::train {
 
 struct TrainOptions {
-  TrainOptions() { model.name = "mlp"; }
+  TrainOptions() : model("mlp") {}
 
   models::ModelConfig model;
 

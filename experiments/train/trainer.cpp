@@ -224,7 +224,7 @@ TrainResult Trainer::run() {
   if (reports() && !o.metrics.empty())
     metrics = MetricsLog(o.metrics, o.resume ? position_.step : -1);
   if (reports()) {
-    progress.info(c10::str("model ", o.model.name, ": ", total_layers_, " layers, ",
+    progress.info(c10::str("model ", o.model.name(), ": ", total_layers_, " layers, ",
                            result.parameters, " parameters; balance ", c10::Join(",", balance_),
                            ", M=", o.chunks, ", checkpoint ", o.checkpoint, ", schedule ",
                            o.schedule, ", ", o.optimizer, " lr ", o.lr));

@@ -10,6 +10,13 @@ namespace {
 
 constexpr int64_t kSyntheticEpochSteps = 100;
 
+// The size the data is resized to: the model's input image size, for a model that takes images;
+// DatasetOptions' default otherwise.
+int64_t image_size(const models::ModelConfig& model) {
+  return models::has_knob(model, "image_size") ? models::int_knob(model, "image_size")
+                                               : datasets::DatasetOptions("").image_size();
+}
+
 }  // namespace
 
 TrainingData::TrainingData(const TrainOptions& options) : options_(options) {
@@ -26,7 +33,7 @@ TrainingData::TrainingData(const TrainOptions& options) : options_(options) {
     return datasets::make_dataset(datasets::DatasetOptions(options_.dataset)
                                       .data_dir(options_.data_dir)
                                       .split(split)
-                                      .image_size(options_.model.image_size)
+                                      .image_size(image_size(options_.model))
                                       .augment(augment)
                                       .cutout(augment ? options_.cutout : 0)
                                       .class_subset(classes)
@@ -49,14 +56,18 @@ TrainingData::~TrainingData() = default;
 
 void TrainingData::apply_to(models::ModelConfig& model) const {
   if (synthetic()) return;
-  const int64_t channels = train_set_->channels();
-  const int64_t classes = train_set_->num_classes();
-  if (model.channels != channels || model.classes != classes) {
-    spdlog::info("{} has {} channel(s) and {} classes: the model takes them", options_.dataset,
-                 channels, classes);
+  bool changed = false;
+  for (const auto& [knob, value] :
+       {std::pair<const char*, int64_t>{"channels", train_set_->channels()},
+        {"classes", train_set_->num_classes()}}) {
+    if (!models::has_knob(model, knob)) continue;
+    changed |= models::int_knob(model, knob) != value;
+    models::set_knob(model, knob, value);
   }
-  model.channels = channels;
-  model.classes = classes;
+  if (changed) {
+    spdlog::info("{} has {} channel(s) and {} classes: the model takes them", options_.dataset,
+                 train_set_->channels(), train_set_->num_classes());
+  }
 }
 
 int64_t TrainingData::steps_per_epoch() const {

@@ -1,17 +1,57 @@
-// add_model_flags: the registry's knob table as CLI11 options.
+// add_model_flags: every family's knob table as CLI11 options.
 #include "gpipe/models/model_flags.h"
 
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
+#include <map>
+#include <memory>
+
+#include "gpipe/errors.h"
 
 namespace gpipe::models {
 
 namespace {
 
-bool reads(const ModelEntry& entry, const std::string& knob) {
-  return std::find(entry.knobs.begin(), entry.knobs.end(), knob) != entry.knobs.end();
+// The first entry (in registry order) whose family has the knob.
+const ModelEntry& first_reader(const std::string& knob) {
+  for (const auto& entry : model_entries()) {
+    if (entry.knob(knob) != nullptr) return entry;
+  }
+  throw ConfigError("no model has the knob '" + knob + "'");
+}
+
+// "normal cells L [amoebanet-d, amoebanet-b]; decoder layers [transformer-l]": each family's
+// meaning of the knob, with the models that read it in that sense.
+std::string knob_help(const std::string& knob) {
+  std::vector<std::pair<std::string, std::string>> meanings;  // help, readers
+  for (const auto& entry : model_entries()) {
+    const auto* k = entry.knob(knob);
+    if (k == nullptr) continue;
+    auto same = std::find_if(meanings.begin(), meanings.end(),
+                             [&](const auto& m) { return m.first == k->help; });
+    if (same == meanings.end()) {
+      meanings.emplace_back(k->help, entry.name);
+    } else {
+      same->second += ", " + entry.name;
+    }
+  }
+  std::string out;
+  for (const auto& [help, readers] : meanings)
+    out += (out.empty() ? "" : "; ") + help + " [" + readers + "]";
+  return out;
+}
+
+std::string value_string(const KnobValue& value) {
+  return std::visit(
+      [](auto v) -> std::string {
+        if constexpr (std::is_same_v<decltype(v), bool>) {
+          return v ? "true" : "false";
+        } else {
+          return c10::str(v);
+        }
+      },
+      value);
 }
 
 }  // namespace
@@ -19,44 +59,64 @@ bool reads(const ModelEntry& entry, const std::string& knob) {
 std::string models_reading(const std::string& knob) {
   std::string out;
   for (const auto& entry : model_entries()) {
-    if (reads(entry, knob)) out += (out.empty() ? "" : ", ") + entry.name;
+    if (entry.knob(knob) != nullptr) out += (out.empty() ? "" : ", ") + entry.name;
   }
   return out;
 }
 
 void add_model_flags(CLI::App& app, ModelConfig& config, const std::string& group) {
-  app.add_option("--model", config.name, "the model; each flag below names the models reading it")
+  // CLI11 runs the flags' callbacks after parsing, in no order this code relies on: a knob given
+  // before the model is known is kept here and set again when --model changes the family.
+  auto given = std::make_shared<std::map<std::string, KnobValue>>();
+  app.add_option_function<std::string>(
+         "--model",
+         [&config, given](const std::string& name) {
+           config.set_name(name);
+           for (const auto& [knob, value] : *given) {
+             if (has_knob(config, knob)) set_knob(config, knob, value);
+           }
+         },
+         "the model; each flag below names the models reading it")
       ->check(CLI::IsMember(model_names()))
-      ->capture_default_str()
+      ->default_str(config.name())
       ->group(group);
-  for (const auto& knob : model_knobs()) {
-    const auto help = knob.help + " [" + models_reading(knob.name) + "]";
-    std::visit(
-        [&](auto field) {
-          using T = std::decay_t<decltype(config.*field)>;
-          if constexpr (std::is_same_v<T, bool>) {
-            app.add_flag(knob.flag(), config.*field, help)->group(group);
-          } else {
-            app.add_option(knob.flag(), config.*field, help)->capture_default_str()->group(group);
-          }
-        },
-        knob.field);
+  for (const auto& name : model_knob_names()) {
+    const auto& reader = first_reader(name);
+    const auto fallback = reader.knob(name)->get(ModelConfig(reader.name));
+    const auto shown =
+        has_knob(config, name) ? model_entry(config.name()).knob(name)->get(config) : fallback;
+    auto apply = [&config, given, name](const KnobValue& value) {
+      (*given)[name] = value;
+      if (has_knob(config, name)) set_knob(config, name, value);
+    };
+    const auto flag = knob_flag(name);
+    CLI::Option* option = nullptr;
+    if (std::holds_alternative<bool>(fallback)) {
+      option = app.add_flag_function(
+          flag, [apply](std::int64_t count) { apply(count > 0); }, knob_help(name));
+    } else if (std::holds_alternative<double>(fallback)) {
+      option = app.add_option_function<double>(
+          flag, [apply](double v) { apply(v); }, knob_help(name));
+    } else {
+      option = app.add_option_function<int64_t>(
+          flag, [apply](int64_t v) { apply(v); }, knob_help(name));
+    }
+    option->default_str(value_string(shown))->group(group);
   }
 }
 
-std::vector<const Knob*> ignored_model_flags(const CLI::App& app, const ModelConfig& config) {
-  const auto& entry = model_entry(config.name);
-  std::vector<const Knob*> out;
-  for (const auto& knob : model_knobs()) {
-    if (app.count(knob.flag()) > 0 && !reads(entry, knob.name)) out.push_back(&knob);
+std::vector<std::string> ignored_model_flags(const CLI::App& app, const ModelConfig& config) {
+  std::vector<std::string> out;
+  for (const auto& name : model_knob_names()) {
+    if (!has_knob(config, name) && app.count(knob_flag(name)) > 0) out.push_back(name);
   }
   return out;
 }
 
 void warn_ignored_model_flags(const CLI::App& app, const ModelConfig& config) {
-  for (const auto* knob : ignored_model_flags(app, config)) {
-    spdlog::warn("{} is ignored: {} does not read it (read by {})", knob->flag(), config.name,
-                 models_reading(knob->name));
+  for (const auto& name : ignored_model_flags(app, config)) {
+    spdlog::warn("{} is ignored: {} does not read it (read by {})", knob_flag(name), config.name(),
+                 models_reading(name));
   }
 }
 

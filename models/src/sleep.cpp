@@ -120,11 +120,11 @@ LayerList make_sleep_model(const SleepOptions& options) {
   return layers;
 }
 
-SleepBuilder::SleepBuilder(SleepOptions options, int64_t features, uint64_t init_seed)
-    : ModelBuilder(init_seed), options_(std::move(options)), features_(features) {
+SleepBuilder::SleepBuilder(SleepOptions options, uint64_t init_seed)
+    : ModelBuilder(init_seed), options_(std::move(options)) {
   check(options_);
-  GPIPE_CHECK(features_ >= 1, ConfigError, "the sleep model needs at least one feature, got ",
-              features_);
+  GPIPE_CHECK(options_.features() >= 1, ConfigError,
+              "the sleep model needs at least one feature, got ", options_.features());
 }
 
 std::string SleepBuilder::layer_name(int64_t i) const {
@@ -136,9 +136,9 @@ SampleBatch SleepBuilder::sample_batch(int64_t batch_size, uint64_t seed) const 
   GPIPE_CHECK(batch_size >= 1, ConfigError, "a sample batch needs at least one sample, got ",
               batch_size);
   auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
-  return {
-      torch::randn({batch_size, features_}, generator),
-      torch::randint(0, features_, {batch_size}, generator, torch::TensorOptions(torch::kLong))};
+  return {torch::randn({batch_size, options_.features()}, generator),
+          torch::randint(0, options_.features(), {batch_size}, generator,
+                         torch::TensorOptions(torch::kLong))};
 }
 
 }  // namespace gpipe::models

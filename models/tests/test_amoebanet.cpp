@@ -208,8 +208,8 @@ TEST(AmoebaNet, BadConfigurationsNameTheValue) {
   testing::expect_config_error([] { AmoebaNetBuilder(small().classes(0)); }, "class, got 0");
   testing::expect_config_error([] { AmoebaNetBuilder(small().drop_path(1.0)); }, "drop-path");
   // Through the registry, as the command-line tools see it.
-  auto config = small_config("amoebanet-d");
-  config.filters = 100;
+  ModelConfig config("amoebanet-d");
+  config.amoebanet().filters(100);
   testing::expect_config_error([&] { make_model(config); }, "got 100");
   // A wrong input reaches the stem, which names what it expected.
   AmoebaNetBuilder builder(small());

@@ -14,20 +14,11 @@ namespace gpipe::models::testing {
 namespace {
 
 ModelConfig small(const std::string& name) {
-  ModelConfig config;
-  config.name = name;
-  if (name == "amoebanet-d") {
-    config.layers = 3;
-    config.filters = 32;
-    config.image_size = 64;
-    config.classes = 10;
+  ModelConfig config(name);
+  if (std::holds_alternative<AmoebaNetOptions>(config.options())) {
+    config.amoebanet().layers(3).filters(32).image_size(64).classes(10);
   } else {
-    config.layers = 4;
-    config.d_model = 256;
-    config.ffn = 1024;
-    config.heads = 4;
-    config.seq_len = 128;
-    config.vocab = 1000;
+    config.transformer().layers(4).d_model(256).ffn(1024).heads(4).seq_len(128).vocab(1000);
   }
   return config;
 }

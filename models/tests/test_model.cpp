@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <set>
 
+#include "expect_error.h"
 #include "gpipe/errors.h"
 #include "gpipe/models/model_flags.h"
 #include "gpipe/models/registry.h"
@@ -30,7 +32,7 @@ void expect_same_weights(const LayerPtr& a, const LayerPtr& b, const std::string
 class EveryModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EveryModel, BuildingARangeGivesTheWeightsOfTheWholeModel) {
-  const auto builder = make_model(small_config(GetParam()));
+  const auto builder = make_model(ModelConfig(GetParam()));
   const int64_t n = builder->num_layers();
   ASSERT_GE(n, 3);
   const auto all = builder->build();
@@ -47,7 +49,7 @@ TEST_P(EveryModel, BuildingARangeGivesTheWeightsOfTheWholeModel) {
 }
 
 TEST_P(EveryModel, LayersAreNamedAndCountedWithoutBuildingTheModel) {
-  const auto builder = make_model(small_config(GetParam()));
+  const auto builder = make_model(ModelConfig(GetParam()));
   const auto layers = builder->build();
   const auto counts = builder->layer_parameters();
   ASSERT_EQ(counts.size(), layers.size());
@@ -60,7 +62,7 @@ TEST_P(EveryModel, LayersAreNamedAndCountedWithoutBuildingTheModel) {
 }
 
 TEST_P(EveryModel, TheInitSeedKeysTheWeights) {
-  auto config = small_config(GetParam());
+  auto config = ModelConfig(GetParam());
   const auto a = make_model(config)->build_layer(0);
   config.init_seed = 1;
   const auto b = make_model(config)->build_layer(0);
@@ -76,7 +78,7 @@ TEST_P(EveryModel, TheInitSeedKeysTheWeights) {
 }
 
 TEST_P(EveryModel, BuildingLeavesTheDefaultGeneratorAlone) {
-  const auto builder = make_model(small_config(GetParam()));
+  const auto builder = make_model(ModelConfig(GetParam()));
   torch::manual_seed(42);
   const auto expected = torch::randn({8});
   torch::manual_seed(42);
@@ -85,7 +87,7 @@ TEST_P(EveryModel, BuildingLeavesTheDefaultGeneratorAlone) {
 }
 
 TEST_P(EveryModel, SampleBatchFitsTheModelAndItsLoss) {
-  const auto config = small_config(GetParam());
+  const auto config = ModelConfig(GetParam());
   const auto builder = make_model(config);
   const auto batch = sample_batch(config, 3, /*seed=*/9);
   const auto again = builder->sample_batch(3, 9);
@@ -111,36 +113,30 @@ INSTANTIATE_TEST_SUITE_P(Registry, EveryModel, ::testing::ValuesIn(model_names()
                          });
 
 TEST(Registry, SampleBatchShapes) {
-  auto config = small_config("amoebanet-b");
-  config.channels = 1;
-  config.image_size = 28;
+  ModelConfig config("amoebanet-b");
+  config.amoebanet().channels(1).image_size(28);
   auto batch = sample_batch(config, 2, 0);
   EXPECT_EQ(batch.input.sizes(), (std::vector<int64_t>{2, 1, 28, 28}));
-  EXPECT_TRUE(((batch.target >= 0) & (batch.target < config.classes)).all().item<bool>());
+  EXPECT_TRUE(
+      ((batch.target >= 0) & (batch.target < config.amoebanet().classes())).all().item<bool>());
 
-  config = small_config("transformer-l");
+  config = ModelConfig("transformer-l");
+  const int64_t seq_len = config.transformer().seq_len();
   batch = sample_batch(config, 2, 0);
-  EXPECT_EQ(batch.input.sizes(), (std::vector<int64_t>{2, config.seq_len}));
-  EXPECT_EQ(batch.target.sizes(), (std::vector<int64_t>{2, config.seq_len}));
+  EXPECT_EQ(batch.input.sizes(), (std::vector<int64_t>{2, seq_len}));
+  EXPECT_EQ(batch.target.sizes(), (std::vector<int64_t>{2, seq_len}));
   // The target is the input shifted by one token.
-  EXPECT_TRUE(torch::equal(batch.input.slice(1, 1), batch.target.slice(1, 0, config.seq_len - 1)));
+  EXPECT_TRUE(torch::equal(batch.input.slice(1, 1), batch.target.slice(1, 0, seq_len - 1)));
 
-  config = small_config("mlp");
+  config = ModelConfig("mlp");
   batch = sample_batch(config, 4, 0);
-  EXPECT_EQ(batch.input.sizes(), (std::vector<int64_t>{4, config.in_features}));
+  EXPECT_EQ(batch.input.sizes(), (std::vector<int64_t>{4, config.mlp().in_features()}));
 }
 
 TEST(Registry, UnknownModelsAndLayerIndicesAreNamed) {
-  ModelConfig config;
-  config.name = "resnet";
-  try {
-    make_model(config);
-    FAIL() << "no error";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("resnet"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("amoebanet-d"), std::string::npos) << e.what();
-  }
-  const auto builder = make_model(small_config("mlp"));
+  ::gpipe::testing::expect_error<ConfigError>([] { (void)ModelConfig("resnet"); },
+                                              {"resnet", "amoebanet-d"});
+  const auto builder = make_model(ModelConfig("mlp"));
   EXPECT_THROW(builder->build_layer(builder->num_layers()), ConfigError);
   EXPECT_THROW(builder->build_layer(-1), ConfigError);
   EXPECT_THROW(builder->build_range(2, 1), ConfigError);
@@ -151,14 +147,13 @@ TEST(Registry, EntriesSayWhatToolsNeedWithoutComparingNames) {
   EXPECT_EQ(model_names().size(), model_entries().size());
   for (const auto& entry : model_entries()) {
     EXPECT_EQ(&model_entry(entry.name), &entry);
-    const auto config = small_config(entry.name);
-    const auto all = to_json(config);
-    auto expected = nlohmann::json{{"name", entry.name}};
-    for (const auto& knob : entry.knobs) {
-      ASSERT_TRUE(all.contains(knob)) << entry.name << " lists an unknown knob " << knob;
-      expected[knob] = all[knob];
-    }
-    EXPECT_EQ(knobs_json(config), expected) << entry.name;
+    // A config's JSON is its name and its family's knobs, and reads back as the same config.
+    const ModelConfig config(entry.name);
+    const auto json = to_json(config);
+    EXPECT_EQ(json.size(), entry.knobs.size() + 1) << json.dump();
+    for (const auto& knob : entry.knobs)
+      EXPECT_TRUE(json.contains(knob.name)) << entry.name << " " << knob.name;
+    EXPECT_EQ(to_json(model_config_from_json(json)), json);
   }
   // The paper's runs: RMSProp for AmoebaNet, Adam for Transformer-L; Tables 1-3 cover
   // AmoebaNet-D and Transformer-L only.
@@ -174,29 +169,49 @@ TEST(Registry, EntriesSayWhatToolsNeedWithoutComparingNames) {
   EXPECT_THROW(model_entry("resnet"), ConfigError);
 }
 
-TEST(Registry, KnobsAModelDoesNotListLeaveItUnchanged) {
-  // Every field of ModelConfig, perturbed; a model must not change with a knob it does not list.
-  const std::map<std::string, std::function<void(ModelConfig&)>> perturb{
-      {"layers", [](ModelConfig& c) { c.layers += 1; }},
-      {"filters", [](ModelConfig& c) { c.filters += 16; }},
-      {"classes", [](ModelConfig& c) { c.classes += 1; }},
-      {"image_size", [](ModelConfig& c) { c.image_size += 8; }},
-      {"channels", [](ModelConfig& c) { c.channels += 1; }},
-      {"stem_stride", [](ModelConfig& c) { c.stem_stride = 1; }},
-      {"d_model", [](ModelConfig& c) { c.d_model += 16; }},
-      {"ffn", [](ModelConfig& c) { c.ffn += 16; }},
-      {"heads", [](ModelConfig& c) { c.heads *= 2; }},
-      {"vocab", [](ModelConfig& c) { c.vocab += 16; }},
-      {"seq_len", [](ModelConfig& c) { c.seq_len += 8; }},
-      {"dropout", [](ModelConfig& c) { c.dropout = 0.5; }},
-      {"drop_path", [](ModelConfig& c) { c.drop_path = 0.5; }},
-      {"width", [](ModelConfig& c) { c.width += 8; }},
-      {"in_features", [](ModelConfig& c) { c.in_features += 8; }},
-      {"batch_norm", [](ModelConfig& c) { c.batch_norm = !c.batch_norm; }},
-      {"layer_ms", [](ModelConfig& c) { c.layer_ms += 1; }},
-  };
-  // The perturbations cover every knob of the table.
-  ASSERT_EQ(perturb.size(), model_knobs().size());
+TEST(Registry, AConfigHoldsItsFamilysOptionsOnly) {
+  ModelConfig config("mlp");
+  EXPECT_TRUE(std::holds_alternative<MlpOptions>(config.options()));
+  ::gpipe::testing::expect_error<ConfigError>([&] { config.amoebanet(); }, {"mlp"});
+  ::gpipe::testing::expect_error<ConfigError>([&] { set_knob(config, "filters", int64_t{32}); },
+                                              {"mlp", "filters", "amoebanet-d, amoebanet-b"});
+  ::gpipe::testing::expect_error<ConfigError>([&] { set_knob(config, "width", true); },
+                                              {"width", "a number"});
+  ::gpipe::testing::expect_error<ConfigError>(
+      [] {
+        model_config_from_json({{"name", "mlp"}, {"heads", 2}});
+      },
+      {"mlp", "heads", "transformer-l"});
+  ::gpipe::testing::expect_error<ConfigError>(
+      [] {
+        model_config_from_json({{"layers", 2}});
+      },
+      {"name"});
+  set_knob(config, "dropout", int64_t{0});  // an integer for a real knob is a real
+  EXPECT_EQ(config.mlp().dropout(), 0.0);
+  // Another model of the family keeps the options; another family starts from its small config.
+  config = ModelConfig("amoebanet-d");
+  config.amoebanet().filters(32);
+  config.set_name("amoebanet-b");
+  EXPECT_EQ(config.amoebanet().filters(), 32);
+  config.set_name("transformer-l");
+  EXPECT_EQ(to_json(config), to_json(ModelConfig("transformer-l")));
+}
+
+TEST(Registry, EveryKnobReachesTheModel) {
+  // Each knob, perturbed, changes the model it configures (its layers, parameters, sample batch
+  // or output), so no knob table entry points at the wrong option.
+  const std::map<std::string, KnobValue> changed{
+      {"layers", int64_t{4}},       {"filters", int64_t{32}}, {"classes", int64_t{7}},
+      {"image_size", int64_t{40}},  {"channels", int64_t{1}}, {"stem_stride", int64_t{1}},
+      {"d_model", int64_t{80}},     {"ffn", int64_t{128}},    {"heads", int64_t{8}},
+      {"vocab", int64_t{300}},      {"seq_len", int64_t{40}}, {"width", int64_t{72}},
+      {"in_features", int64_t{40}}, {"batch_norm", true},     {"dropout", 0.5},
+      {"drop_path", 0.5},           {"layer_ms", 2.0}};
+  ASSERT_EQ(changed.size(), model_knob_names().size());
+  // Training-only knobs (dropout, drop-path) and the sleep model's time leave an eval forward
+  // alone; for them the builder's options must show the value.
+  const std::set<std::string> not_in_forward{"dropout", "drop_path", "layer_ms"};
   auto fingerprint = [](const ModelConfig& c) {
     const auto builder = make_model(c);
     const auto batch = builder->sample_batch(2, 0);
@@ -214,36 +229,48 @@ TEST(Registry, KnobsAModelDoesNotListLeaveItUnchanged) {
     return out;
   };
   for (const auto& entry : model_entries()) {
-    const auto base = small_config(entry.name);
+    const ModelConfig base(entry.name);
     const auto reference = fingerprint(base);
-    for (const auto& [knob, change] : perturb) {
-      ASSERT_TRUE(to_json(base).contains(knob)) << knob;
-      int64_t in_table = 0;
-      for (const auto& k : model_knobs())
-        in_table += k.name == knob ? 1 : 0;
-      ASSERT_EQ(in_table, 1) << knob;
-      if (std::find(entry.knobs.begin(), entry.knobs.end(), knob) != entry.knobs.end()) continue;
+    for (const auto& knob : entry.knobs) {
       auto config = base;
-      change(config);
-      EXPECT_EQ(fingerprint(config), reference) << entry.name << " changed with " << knob;
+      set_knob(config, knob.name, changed.at(knob.name));
+      EXPECT_EQ(get_knob(config, knob.name), changed.at(knob.name)) << entry.name << knob.name;
+      if (not_in_forward.count(knob.name) > 0) continue;
+      EXPECT_NE(fingerprint(config), reference) << entry.name << " ignores " << knob.name;
     }
   }
+  const auto sleep = make_model([] {
+    ModelConfig c("sleep");
+    set_knob(c, "layer_ms", 2.0);
+    return c;
+  }());
+  EXPECT_EQ(dynamic_cast<const SleepBuilder&>(*sleep).options().forward_ms(), 2.0);
 }
 
 TEST(ModelFlags, EveryKnobIsAFlagThatNamesTheModelsReadingIt) {
   ModelConfig config;
   CLI::App app;
   add_model_flags(app, config);
-  for (const auto& knob : model_knobs()) {
-    const auto* option = app.get_option(knob.flag());
-    ASSERT_NE(option, nullptr) << knob.flag();
-    EXPECT_NE(option->get_description().find("[" + models_reading(knob.name) + "]"),
-              std::string::npos)
-        << option->get_description();
+  for (const auto& name : model_knob_names()) {
+    const auto* option = app.get_option(knob_flag(name));
+    ASSERT_NE(option, nullptr) << knob_flag(name);
+    for (const auto& entry : model_entries()) {
+      if (const auto* knob = entry.knob(name)) {
+        EXPECT_NE(option->get_description().find(knob->help), std::string::npos)
+            << option->get_description();
+        EXPECT_NE(option->get_description().find(entry.name), std::string::npos)
+            << option->get_description();
+      }
+    }
   }
   EXPECT_EQ(models_reading("filters"), "amoebanet-d, amoebanet-b");
   EXPECT_EQ(models_reading("layers"), "mlp, sleep, amoebanet-d, amoebanet-b, transformer-l");
-  EXPECT_EQ(model_knobs()[6].flag(), "--d-model");
+  EXPECT_EQ(knob_flag("d_model"), "--d-model");
+  // Each family's meaning, with its readers.
+  EXPECT_NE(app.get_option("--layers")
+                ->get_description()
+                .find("normal cells L [amoebanet-d, amoebanet-b]; decoder layers [transformer-l]"),
+            std::string::npos);
 }
 
 TEST(ModelFlags, ParseIntoTheConfigAndReportFlagsTheModelIgnores) {
@@ -251,18 +278,36 @@ TEST(ModelFlags, ParseIntoTheConfigAndReportFlagsTheModelIgnores) {
   CLI::App app;
   add_model_flags(app, config);
   app.parse("--model mlp --width 7 --batch-norm --filters 32", /*program_name_included=*/false);
-  EXPECT_EQ(config.name, "mlp");
-  EXPECT_EQ(config.width, 7);
-  EXPECT_TRUE(config.batch_norm);
-  EXPECT_EQ(config.filters, 32);
-  const auto ignored = ignored_model_flags(app, config);
-  ASSERT_EQ(ignored.size(), 1u);
-  EXPECT_EQ(ignored.front()->name, "filters");
+  EXPECT_EQ(config.name(), "mlp");
+  EXPECT_EQ(config.mlp().width(), 7);
+  EXPECT_TRUE(config.mlp().batch_norm());
+  EXPECT_EQ(ignored_model_flags(app, config), std::vector<std::string>{"filters"});
 
   ModelConfig other;
   CLI::App strict;
   add_model_flags(strict, other);
   EXPECT_THROW(strict.parse("--model resnet", false), CLI::ValidationError);
+}
+
+TEST(ModelFlags, KnobsAndTheModelMayComeInAnyOrder) {
+  for (const char* line : {"--layers 5 --d-model 32 --model transformer-l",
+                           "--model transformer-l --layers 5 --d-model 32"}) {
+    ModelConfig config;
+    CLI::App app;
+    add_model_flags(app, config);
+    app.parse(line, false);
+    ASSERT_EQ(config.name(), "transformer-l") << line;
+    EXPECT_EQ(config.transformer().layers(), 5) << line;
+    EXPECT_EQ(config.transformer().d_model(), 32) << line;
+  }
+  // A tool's own starting config keeps what the command line does not set.
+  ModelConfig preset("transformer-l");
+  preset.transformer().d_model(128);
+  CLI::App app;
+  add_model_flags(app, preset);
+  app.parse("--layers 2", false);
+  EXPECT_EQ(preset.transformer().layers(), 2);
+  EXPECT_EQ(preset.transformer().d_model(), 128);
 }
 
 }  // namespace

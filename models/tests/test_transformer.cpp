@@ -105,8 +105,8 @@ TEST(Transformer, BadConfigurationsNameTheValue) {
   testing::expect_config_error([] { TransformerBuilder(small().d_model(33).heads(3)); },
                                "even d_model, got 33");
   testing::expect_config_error([] { TransformerBuilder(small().vocab(0)); }, "vocab=0");
-  auto config = small_config("transformer-l");
-  config.heads = 7;
+  ModelConfig config("transformer-l");
+  config.transformer().heads(7);
   testing::expect_config_error([&] { make_model(config); }, "heads=7");
 }
 

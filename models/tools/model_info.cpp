@@ -33,7 +33,7 @@ int64_t peak_rss_bytes() {
 }
 
 nlohmann::json config_json(const gpipe::models::ModelConfig& c) {
-  auto j = gpipe::models::knobs_json(c);
+  auto j = gpipe::models::to_json(c);
   j["init_seed"] = c.init_seed;
   return j;
 }

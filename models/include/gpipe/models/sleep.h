@@ -20,6 +20,8 @@ struct SleepOptions {
   TORCH_ARG(double, backward_factor) = 2.0;
   // Share of the backward that is the weight gradient: deferred to W under zero-bubble schedules.
   TORCH_ARG(double, weight_fraction) = 0.5;
+  // Width of the features every layer keeps (the sample batch's input and classes).
+  TORCH_ARG(int64_t, features) = 32;
 };
 
 LayerList make_sleep_model(const SleepOptions& options);
@@ -31,7 +33,7 @@ LayerPtr make_sleep_layer(const SleepOptions& options, int64_t i);
 // so sample_batch's features (N, features) double as logits over `features` classes.
 class SleepBuilder : public ModelBuilder {
  public:
-  SleepBuilder(SleepOptions options, int64_t features, uint64_t init_seed = 0);
+  explicit SleepBuilder(SleepOptions options, uint64_t init_seed = 0);
   std::string name() const override { return "sleep"; }
   int64_t num_layers() const override { return options_.layers(); }
   std::string layer_name(int64_t i) const override;
@@ -44,7 +46,6 @@ class SleepBuilder : public ModelBuilder {
 
  private:
   SleepOptions options_;
-  int64_t features_;
 };
 
 }  // namespace gpipe::models
