@@ -10,6 +10,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-$root/build}/bin
+GPIPE_BUILD_DIR=$(dirname "$bin") "$root/scripts/build.sh" gpipe_plan gpipe_train >&2
 out=$root/results/plan
 py=/usr/bin/python3
 [[ -x $py ]] || py=python3

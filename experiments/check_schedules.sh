@@ -10,6 +10,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-$root/build}/bin
+GPIPE_BUILD_DIR=$(dirname "$bin") "$root/scripts/build.sh" gpipe_sim gpipe_train >&2
 out=$root/results/schedules
 # Debian's interpreter has matplotlib (install_deps.sh); a python3 earlier on PATH may not.
 py=/usr/bin/python3

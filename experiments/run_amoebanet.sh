@@ -43,7 +43,9 @@ has() {
 if ! has --preset && ! has --config; then
   args=(--preset fashion-mnist-cpu "${args[@]}")
   if ! has --output-dir; then
-    args+=(--output-dir "$root/results/run_amoebanet")
+    # Relative to where it runs (results/run_amoebanet from the repository root), so the
+    # command recorded in summary.json holds no absolute path.
+    args+=(--output-dir "$(realpath --relative-to=. "$root/results/run_amoebanet")")
   fi
 fi
 

@@ -9,3 +9,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 experiments/tables/run_table.sh accuracy_table --out results
+# The folder's COMMAND names this script, the command that works from a fresh clone.
+echo results/accuracy_table.sh > results/accuracy_table/COMMAND

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# run_table.sh NAME ARGS...: what experiments/scaling_table and experiments/max_model_size do.
+# run_table.sh NAME ARGS...: what experiments/scaling_table and experiments/max_model_size do,
+# and what results/accuracy_table.sh runs.
 #
 # Why this file exists: a user expects `experiments/<table> --preset quick` to work from a fresh
 # clone. This builds build/bin/NAME if needed (configuring build/ first if there is none), runs

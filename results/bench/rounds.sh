@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=${1:-4}
-ninja -C build gpipe_bench >/dev/null
+scripts/build.sh gpipe_bench >&2  # configures build/ first on a fresh clone
 for r in $(seq 1 "$rounds"); do
   build/bin/gpipe_bench --benchmark_filter='BM_PipelineMLPSchedule/(gpipe|zb-h1)|BM_PipelineMLP/K:1/M:8' \
     --benchmark_min_time=6 --benchmark_out="results/bench/rounds_$r.json" \

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [[ "${1:-}" != "--summary-only" ]]; then
-  ninja -C build gpipe_bench >/dev/null
+  scripts/build.sh gpipe_bench >&2  # configures build/ first on a fresh clone
   build/bin/gpipe_bench --benchmark_out=results/bench/gpipe_bench.json --benchmark_out_format=json
 fi
 python3 - results/bench/gpipe_bench.json > results/bench/summary.md <<'PY'

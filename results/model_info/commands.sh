@@ -3,9 +3,10 @@
 # configuration of GPipe's Table 1 and Table 4, each writing <name>.json and <name>.log, then
 # table.md (ours against the paper's counts) from the JSON files.
 #
-#   ninja -C build model_info && results/model_info/commands.sh
+#   results/model_info/commands.sh      (from anywhere; builds build/bin/model_info if needed)
 set -euo pipefail
 cd "$(dirname "$0")"
+../../scripts/build.sh model_info >&2
 bin=../../build/bin/model_info
 
 run() {  # run NAME PAPER_PARAMETERS ARGS...
