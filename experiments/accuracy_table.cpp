@@ -369,7 +369,8 @@ int main(int argc, char** argv) {
                    "budget.\n"
                  : ", more than the runs' standard deviation.\n");
     }
-    md << "\nMade by: `" << result["command"].get<std::string>() << "`\n";
+    md << "\nMade by: `" << result["command"].get<std::string>()
+       << "`. The committed results/accuracy_table.* come from results/accuracy_table.sh.\n";
     std::ofstream(fs::path(out) / "accuracy_table.md") << md.str();
     std::ofstream(runs_dir / "COMMAND") << result["command"].get<std::string>() << "\n";
     std::cout << md.str();

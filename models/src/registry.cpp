@@ -28,11 +28,11 @@ std::unique_ptr<ModelBuilder> make_transformer(const ModelConfig& c) {
 }
 
 std::unique_ptr<ModelBuilder> make_mlp(const ModelConfig& c) {
-  return std::make_unique<MlpBuilder>(c.as<MlpOptions>(), c.init_seed);
+  return std::make_unique<MlpBuilder>(c.mlp(), c.init_seed);
 }
 
 std::unique_ptr<ModelBuilder> make_sleep(const ModelConfig& c) {
-  return std::make_unique<SleepBuilder>(c.as<SleepOptions>(), c.init_seed);
+  return std::make_unique<SleepBuilder>(c.sleep(), c.init_seed);
 }
 
 // The small configurations: each trains on a CPU in seconds.
@@ -59,12 +59,18 @@ Knob knob(std::string name, std::string help, Field field) {
   out.set = [field, name = out.name](ModelConfig& c, const KnobValue& value) {
     if (const auto* v = std::get_if<T>(&value)) {
       field(c.as<Options>()) = *v;
-    } else if (std::is_same_v<T, double> && std::holds_alternative<int64_t>(value)) {
-      field(c.as<Options>()) = static_cast<T>(std::get<int64_t>(value));
-    } else {
-      throw ConfigError(c10::str("the model knob '", name, "' takes ",
-                                 std::is_same_v<T, bool> ? "true or false" : "a number"));
+      return;
     }
+    if constexpr (std::is_same_v<T, double>) {  // an integer where a real is wanted is one
+      if (const auto* v = std::get_if<int64_t>(&value)) {
+        field(c.as<Options>()) = static_cast<double>(*v);
+        return;
+      }
+    }
+    throw ConfigError(c10::str("the model knob '", name, "' of ", c.name(), " takes ",
+                               std::is_same_v<T, bool>      ? "true or false"
+                               : std::is_same_v<T, int64_t> ? "an integer"
+                                                            : "a number"));
   };
   return out;
 }
@@ -190,7 +196,11 @@ void ModelConfig::set_name(const std::string& name) {
 }
 
 void ModelConfig::throw_other_family() const {
-  throw ConfigError(c10::str("the model ", name_, " has no options of that family"));
+  static const char* const kOptions[] = {"MlpOptions", "SleepOptions", "AmoebaNetOptions",
+                                         "TransformerOptions"};
+  static_assert(std::size(kOptions) == std::variant_size_v<ModelOptions>);
+  throw ConfigError(c10::str("the model ", name_, " is configured by ", kOptions[options_.index()],
+                             ", not by the options of another family asked for here"));
 }
 
 std::unique_ptr<ModelBuilder> make_model(const ModelConfig& c) {

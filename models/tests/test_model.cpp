@@ -172,11 +172,11 @@ TEST(Registry, EntriesSayWhatToolsNeedWithoutComparingNames) {
 TEST(Registry, AConfigHoldsItsFamilysOptionsOnly) {
   ModelConfig config("mlp");
   EXPECT_TRUE(std::holds_alternative<MlpOptions>(config.options()));
-  ::gpipe::testing::expect_error<ConfigError>([&] { config.amoebanet(); }, {"mlp"});
+  ::gpipe::testing::expect_error<ConfigError>([&] { config.amoebanet(); }, {"mlp", "MlpOptions"});
   ::gpipe::testing::expect_error<ConfigError>([&] { set_knob(config, "filters", int64_t{32}); },
                                               {"mlp", "filters", "amoebanet-d, amoebanet-b"});
   ::gpipe::testing::expect_error<ConfigError>([&] { set_knob(config, "width", true); },
-                                              {"width", "a number"});
+                                              {"width", "an integer"});
   ::gpipe::testing::expect_error<ConfigError>(
       [] {
         model_config_from_json({{"name", "mlp"}, {"heads", 2}});

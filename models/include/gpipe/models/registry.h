@@ -29,10 +29,10 @@ namespace gpipe::models {
 // the one its builder takes; a config holds the one of its model's family.
 using ModelOptions = std::variant<MlpOptions, SleepOptions, AmoebaNetOptions, TransformerOptions>;
 
-// A model by registry name with its family's options. ModelConfig("transformer-l") is a small
-// configuration that trains on a CPU in seconds (the struct defaults of each family's small
-// config); the paper's configurations set layers/filters (AmoebaNet) or layers/d_model/ffn/heads/
-// vocab/seq_len (Transformer-L) explicitly (see results/model_info/commands.sh).
+// A model by registry name with its family's options. ModelConfig("transformer-l") starts from
+// the family's small configuration, one that trains on a CPU in seconds; the paper's
+// configurations set layers/filters (AmoebaNet) or layers/d_model/ffn/heads/vocab/seq_len
+// (Transformer-L) explicitly (see results/model_info/commands.sh).
 class ModelConfig {
  public:
   // Throws ConfigError naming the known models for an unknown name.
@@ -62,6 +62,8 @@ class ModelConfig {
   SleepOptions& sleep() { return as<SleepOptions>(); }
   const AmoebaNetOptions& amoebanet() const { return as<AmoebaNetOptions>(); }
   const TransformerOptions& transformer() const { return as<TransformerOptions>(); }
+  const MlpOptions& mlp() const { return as<MlpOptions>(); }
+  const SleepOptions& sleep() const { return as<SleepOptions>(); }
 
   // Layer i is initialised from (init_seed, i); the run's seed, not a knob of the model.
   uint64_t init_seed = 0;
