@@ -56,14 +56,6 @@ std::string value_string(const KnobValue& value) {
 
 }  // namespace
 
-std::string models_reading(const std::string& knob) {
-  std::string out;
-  for (const auto& entry : model_entries()) {
-    if (entry.knob(knob) != nullptr) out += (out.empty() ? "" : ", ") + entry.name;
-  }
-  return out;
-}
-
 void add_model_flags(CLI::App& app, ModelConfig& config, const std::string& group) {
   // CLI11 runs the flags' callbacks after parsing, in no order this code relies on: a knob given
   // before the model is known is kept here and set again when --model changes the family.
@@ -83,8 +75,7 @@ void add_model_flags(CLI::App& app, ModelConfig& config, const std::string& grou
   for (const auto& name : model_knob_names()) {
     const auto& reader = first_reader(name);
     const auto fallback = reader.knob(name)->get(ModelConfig(reader.name));
-    const auto shown =
-        has_knob(config, name) ? model_entry(config.name()).knob(name)->get(config) : fallback;
+    const auto shown = has_knob(config, name) ? get_knob(config, name) : fallback;
     auto apply = [&config, given, name](const KnobValue& value) {
       (*given)[name] = value;
       if (has_knob(config, name)) set_knob(config, name, value);

@@ -9,6 +9,7 @@ namespace gpipe::models {
 
 namespace {
 
+// The genotype follows the registry name (amoebanet-d or -b), whatever the options hold.
 std::unique_ptr<ModelBuilder> make_amoebanet(const ModelConfig& c, const Genotype& genotype) {
   return std::make_unique<AmoebaNetBuilder>(
       AmoebaNetOptions(c.amoebanet()).genotype(genotype).init_seed(c.init_seed));
@@ -148,6 +149,14 @@ const Knob* ModelEntry::knob(const std::string& name) const {
   return nullptr;
 }
 
+std::string models_reading(const std::string& knob) {
+  std::string out;
+  for (const auto& entry : model_entries()) {
+    if (entry.knob(knob) != nullptr) out += (out.empty() ? "" : ", ") + entry.name;
+  }
+  return out;
+}
+
 const std::vector<std::string>& model_knob_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> out;
@@ -236,10 +245,7 @@ namespace {
 
 const Knob& knob_of(const ModelConfig& config, const std::string& name) {
   if (const auto* knob = model_entry(config.name()).knob(name)) return *knob;
-  std::string readers;
-  for (const auto& entry : model_entries()) {
-    if (entry.knob(name) != nullptr) readers += (readers.empty() ? "" : ", ") + entry.name;
-  }
+  const auto readers = models_reading(name);
   throw ConfigError(c10::str("the model ", config.name(), " has no knob '", name, "' (",
                              readers.empty() ? "no model has it" : "read by " + readers, ")"));
 }

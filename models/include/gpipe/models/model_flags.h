@@ -31,7 +31,4 @@ std::vector<std::string> ignored_model_flags(const CLI::App& app, const ModelCon
 // Logs a warning for each of ignored_model_flags(app, config), naming the models that read it.
 void warn_ignored_model_flags(const CLI::App& app, const ModelConfig& config);
 
-// The models that read a knob, e.g. "amoebanet-d, amoebanet-b" for "filters".
-std::string models_reading(const std::string& knob);
-
 }  // namespace gpipe::models

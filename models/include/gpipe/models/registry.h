@@ -95,6 +95,8 @@ std::string knob_flag(const std::string& knob);
 
 // The knob names of every family, each once, in registry order (for the flags).
 const std::vector<std::string>& model_knob_names();
+// The models whose family has a knob, e.g. "amoebanet-d, amoebanet-b" for "filters".
+std::string models_reading(const std::string& knob);
 
 // The kinds of model the tools treat differently: how a size is written ("(L, D)" for AmoebaNet,
 // "L" otherwise), which knobs a size search varies, which of the paper's figures apply.
