@@ -15,7 +15,9 @@
 // budget that would fit and its plan), 1 a failure while measuring.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <set>
@@ -75,14 +77,18 @@ std::vector<std::string> passthrough(int argc, char** argv) {
 }
 
 // Measures `plan`: in this process, or as gpipe_train processes (the program beside this one)
-// when its replicas need several.
+// when its replicas need several. 2 warm-up steps, then at least 5 and about a second of them:
+// a median of 5 steps of a few tens of milliseconds moves with every hiccup of a shared machine.
 void measure(plan::Plan& plan, plan::CostBook& book, const plan::PlanRequest& request,
              const std::vector<std::string>& pass) {
-  if (plan.shape.R == 1) return plan::verify(plan, book, request);
+  const int warmup = 2;
+  const int steps = static_cast<int>(std::clamp(std::ceil(1000 / plan.step_ms), 5.0, 50.0));
+  if (plan.shape.R == 1) return plan::verify(plan, book, request, warmup, steps);
   const auto train = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "gpipe_train";
   plan::verify_in_processes(
       plan, request, train.string(),
-      without_flags(pass, {"--steps", "--progress", "--eval-every", "--output-dir"}));
+      without_flags(pass, {"--steps", "--progress", "--eval-every", "--output-dir"}), warmup,
+      steps);
 }
 
 std::string command(const plan::Plan& plan, const plan::PlanRequest& request,

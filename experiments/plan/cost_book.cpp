@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -31,6 +32,11 @@ nlohmann::json machine() {
   }
   return {{"host", host}, {"cores", std::thread::hardware_concurrency()}, {"cpu", cpu}};
 }
+
+// A calibration measures about this long, and at least 2 steps: the median of 3 steps of a few
+// milliseconds is one scheduler hiccup away from wrong on a shared machine, while a third step
+// of a second would only lengthen planning.
+constexpr double kCalibrationMs = 500;
 
 std::string entry_name(int64_t microbatch, int threads) {
   return std::to_string(microbatch) + "x" + std::to_string(threads);
@@ -144,29 +150,59 @@ const MicrobatchCosts& CostBook::at(int64_t microbatch, int threads) {
   return stored;
 }
 
-double CostBook::calibration(int64_t microbatch, int threads, int64_t devices) {
-  const auto name = entry_name(microbatch, threads) + "x" + std::to_string(devices);
+double CostBook::calibration(int64_t microbatch, int threads, int64_t stages, int64_t replicas,
+                             int64_t max_chunks) {
+  GPIPE_CHECK(stages >= 1 && replicas >= 1 && max_chunks >= 1, ConfigError,
+              "calibration needs stages, replicas and max_chunks >= 1, got ", stages, ", ",
+              replicas, " and ", max_chunks);
+  const int64_t K = std::min(stages, num_layers_);
+  // With 2K micro-batches both ends of the pipeline are busy at once for most of the step.
+  const int64_t M = std::min(2 * K, max_chunks);
+  const auto name = entry_name(microbatch, threads) + "x" + std::to_string(K) + "x" +
+                    std::to_string(M) + "x" + std::to_string(replicas);
   const auto found = calibration_.find(name);
   if (found != calibration_.end()) return found->second;
+  GPIPE_CHECK(devices_.empty() || static_cast<int64_t>(devices_.size()) >= K * replicas,
+              ConfigError, "calibrating ", replicas, " replica(s) of ", K, " stage(s) needs ",
+              K * replicas, " devices, the plan has ", devices_.size());
   const auto& costs = at(microbatch, threads).layers;
-  const int64_t K = std::min(devices, num_layers_);
-  const int64_t M = 2 * K;  // both ends of the pipeline busy at once for most of the step
-  spdlog::info("calibrating: a GPipe step of K={} M={} at micro-batch {} with {} thread(s)", K, M,
-               microbatch, threads);
+  spdlog::info("calibrating: {} GPipe step(s) of K={} M={} at micro-batch {} with {} thread(s)",
+               replicas, K, M, microbatch, threads);
   const auto balance = tables::balance_by_time(costs, K);
   const double simulated =
       tables::project_step(costs, K, M, Checkpoint::kNever, link_preset("none"), balance).step_ms;
+  const int steps = static_cast<int>(std::clamp(std::ceil(kCalibrationMs / simulated), 2.0, 50.0));
   const auto builder = models::make_model(model_);
   const auto batch = builder->sample_batch(microbatch * M, seed_ + 1);
-  tables::RunShape shape;
-  shape.balance = balance;
-  shape.chunks = M;
-  shape.checkpoint = Checkpoint::kNever;
-  shape.threads_per_device = threads;
-  if (!devices_.empty()) shape.devices.assign(devices_.begin(), devices_.begin() + K);
-  const double measured =
-      tables::measure_training(*builder, batch, shape, optimizer_, 1, 3, seed_).median_step_ms;
-  const double ratio = measured / simulated;
+  // The replicas run at once, each on its own K devices, as data-parallel replicas share the
+  // machine; the slowest sets the step.
+  std::vector<double> measured(replicas, 0.0);
+  std::vector<std::exception_ptr> failed(replicas);
+  auto replica = [&](int64_t r) {
+    try {
+      tables::RunShape shape;
+      shape.balance = balance;
+      shape.chunks = M;
+      shape.checkpoint = Checkpoint::kNever;
+      shape.threads_per_device = threads;
+      for (int64_t k = r * K; k < (r + 1) * K; ++k)
+        shape.devices.push_back(devices_.empty() ? "cpu:" + std::to_string(k) : devices_[k]);
+      measured[r] = tables::measure_training(*builder, batch, shape, optimizer_, 1, steps, seed_)
+                        .median_step_ms;
+    } catch (...) {
+      failed[r] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> others;
+  for (int64_t r = 1; r < replicas; ++r)
+    others.emplace_back(replica, r);
+  replica(0);
+  for (auto& t : others)
+    t.join();
+  for (const auto& e : failed) {
+    if (e) std::rethrow_exception(e);
+  }
+  const double ratio = *std::max_element(measured.begin(), measured.end()) / simulated;
   calibration_[name] = ratio;
   save();
   return ratio;

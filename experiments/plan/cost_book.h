@@ -7,8 +7,8 @@
 // weight-gradient part, the optimizer update, parameter, kept-activation and output bytes) once
 // at every (micro-batch, threads) the search asks for, and keeps the results in memory and,
 // optionally, in a cache file keyed by the model's configuration and the machine, so a second
-// planning run of the same model measures nothing. Each (micro-batch, threads, devices) is also
-// calibrated once against a real step.
+// planning run of the same model measures nothing. Each (micro-batch, threads, K, M, R) is also
+// calibrated once against real steps.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +32,7 @@ struct MicrobatchCosts {
 class CostBook {
  public:
   // `cache` is a JSON file of earlier measurements (created if missing); empty: none. `devices`:
-  // the accelerators to measure on (the first profiles, the first K calibrate); empty: CPU.
+  // the accelerators to measure on (the first profiles, the first K x R calibrate); empty: CPU.
   CostBook(models::ModelConfig model, Pipeline::OptimizerFactory optimizer, std::string cache = "",
            uint64_t seed = 0, std::vector<std::string> devices = {});
 
@@ -40,12 +40,16 @@ class CostBook {
   // device, cpu:0 for CPU plans).
   const MicrobatchCosts& at(int64_t microbatch, int threads);
   // How much longer a real training step through the engine takes than the simulator predicts
-  // from these isolated layer costs: one GPipe step of `devices` devices (K, M = 2K, time-balanced,
-  // no recompute) at `microbatch`, measured over simulated. It carries what isolated layers do not
-  // show: CPU devices sharing one machine's memory bandwidth and caches, the engine's own work
-  // per action and per step, and layers running on data that is no longer in cache. Measured on
-  // first use.
-  double calibration(int64_t microbatch, int threads, int64_t devices);
+  // from these isolated layer costs: a GPipe step of K = `stages` devices (M = min(2K,
+  // max_chunks), time-balanced, no recompute) at `microbatch`, measured over simulated. It carries
+  // what isolated layers do not show: CPU devices sharing one machine's memory bandwidth and
+  // caches, the engine's own work per action and per step, and layers running on data that is no
+  // longer in cache. `replicas` > 1 runs that many such steps at once on their own devices, as a
+  // data-parallel plan's replicas share the machine (the slowest counts). `max_chunks` (the plan's
+  // M) keeps the step to the plan's batch: 2K micro-batches of the largest size would cost 2K
+  // plans' steps to calibrate. Measured on first use.
+  double calibration(int64_t microbatch, int threads, int64_t stages, int64_t replicas,
+                     int64_t max_chunks);
   // Optimizer state tensors per parameter, counted by the memory meter over one real step of
   // the optimizer (SGD with momentum 1, RMSProp 1 or 2 with momentum, Adam 2).
   int64_t state_slots();
@@ -69,7 +73,7 @@ class CostBook {
   int64_t state_slots_ = -1;
   int64_t measured_ = 0;
   std::map<std::pair<int64_t, int>, MicrobatchCosts> costs_;
-  std::map<std::string, double> calibration_;  // "microbatch x threads x devices"
+  std::map<std::string, double> calibration_;  // "microbatch x threads x K x M x R"
 };
 
 }  // namespace gpipe::plan

@@ -197,9 +197,9 @@ Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape,
              const std::vector<int64_t>& stage_balance) {
   const int64_t micro = request.batch / shape.R / shape.M;
   const auto& costs = book.at(micro, shape.threads).layers;
-  // Isolated layer costs scaled to what a real step through the engine takes (cost_book.h); the
-  // K x R devices of a data-parallel plan share the machine as K x R pipeline devices would.
-  const double slowdown = book.calibration(micro, shape.threads, shape.K * shape.R);
+  // Isolated layer costs scaled to what real steps through the engine take, R replicas at once
+  // (cost_book.h).
+  const double slowdown = book.calibration(micro, shape.threads, shape.K, shape.R, shape.M);
   const auto schedule = make_schedule(shape.schedule, shape.K, shape.M, shape.v);
   Plan plan;
   plan.shape = shape;

@@ -9,7 +9,7 @@
 //   time      the discrete-event simulator over the schedule the executor runs (simulator.h),
 //             plus the slowest device's optimizer update and, with R > 1, a ring all-reduce of
 //             its gradients (2 (R-1)/R x bytes / bandwidth, not overlapped); every compute cost
-//             is scaled by a calibration: a real GPipe step of K x R devices at the plan's
+//             is scaled by a calibration: R real GPipe steps of K devices at once, at the plan's
 //             micro-batch, measured over simulated (CostBook::calibration)
 //   memory    replay of each device's lowered action list: an F keeps the stage's activations
 //             (only its input when checkpointed), an R adds them back, a B frees them (a split B

@@ -1,8 +1,9 @@
 // The planner (experiments/plan): candidate shapes, the memory replay, the refusal of plans over
-// the budget, the cost cache, and the flags a plan turns into.
+// the budget, the cost cache and calibration, and the flags a plan turns into.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "gpipe/errors.h"
 #include "plan/planner.h"
@@ -170,6 +171,30 @@ TEST_F(PlanSearch, TheCostCacheMeasuresEachShapeOnce) {
   third.at(2, 1);
   EXPECT_EQ(third.measured(), 1);
   std::filesystem::remove(path);
+}
+
+// A data-parallel plan's calibration runs its replicas at once on devices of their own and is
+// kept per (micro-batch, threads, K, M, R); M stays within the plan's.
+TEST_F(PlanSearch, CalibrationRunsEachReplicaCountOnceAndIsCached) {
+  const auto path = std::filesystem::temp_directory_path() / "gpipe_plan_calibration_test.json";
+  std::filesystem::remove(path);
+  CostBook first(mlp(), sgd(), path.string());
+  const double one = first.calibration(2, 1, 1, 1, 4);  // K=1: M = 2
+  const double two = first.calibration(2, 1, 1, 2, 1);  // two replicas of M = 1
+  EXPECT_GT(one, 0);
+  EXPECT_GT(two, 0);
+  std::ifstream in(path);
+  const auto cache = nlohmann::json::parse(in).begin().value().at("calibration");
+  EXPECT_TRUE(cache.contains("2x1x1x2x1")) << cache.dump();
+  EXPECT_TRUE(cache.contains("2x1x1x1x2")) << cache.dump();
+  CostBook second(mlp(), sgd(), path.string());
+  EXPECT_EQ(second.calibration(2, 1, 1, 1, 4), one);
+  EXPECT_EQ(second.calibration(2, 1, 1, 2, 1), two);
+  EXPECT_EQ(second.measured(), 0);  // nothing measured again
+  std::filesystem::remove(path);
+  // Replicas need devices of their own.
+  CostBook one_device(mlp(), sgd(), "", 0, {"cpu:0"});
+  EXPECT_CONFIG_ERROR(one_device.calibration(2, 1, 1, 2, 1), "needs 2 devices, the plan has 1");
 }
 
 TEST_F(PlanSearch, APlanBecomesTheTrainersFlags) {
