@@ -2,7 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
 
+#include "gpipe/run_parallel.h"
 #include "test_util.h"
 
 namespace gpipe::testing {
@@ -144,6 +149,33 @@ TEST(ErrorMessage, OneLineWithoutLibTorchsBacktrace) {
     EXPECT_NE(shown.find("failed reading zip archive"), std::string::npos) << shown;
   }
   EXPECT_EQ(error_message(ConfigError("line one\nline two\n")), "line one line two");
+}
+
+// run_parallel runs every index once, each on its own thread (index 0 on the caller's), and
+// rethrows the failure of the lowest index that failed after all have finished.
+TEST(RunParallel, RunsEveryIndexOnItsOwnThreadAndRethrowsTheFirstFailure) {
+  std::mutex mutex;
+  std::vector<int> calls(4, 0);
+  std::set<std::thread::id> threads;
+  run_parallel(4, [&](int64_t i) {
+    std::lock_guard<std::mutex> lock(mutex);
+    ++calls[i];
+    threads.insert(std::this_thread::get_id());
+  });
+  EXPECT_EQ(calls, (std::vector<int>{1, 1, 1, 1}));
+  EXPECT_EQ(threads.size(), 4u);
+  EXPECT_EQ(threads.count(std::this_thread::get_id()), 1u);
+  std::vector<int> finished(4, 0);
+  try {
+    run_parallel(4, [&](int64_t i) {
+      if (i >= 2) throw std::runtime_error("index " + std::to_string(i));
+      finished[i] = 1;
+    });
+    FAIL() << "run_parallel swallowed the failures";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "index 2");
+  }
+  EXPECT_EQ(finished, (std::vector<int>{1, 1, 0, 0}));
 }
 
 }  // namespace

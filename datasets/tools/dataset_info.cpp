@@ -29,6 +29,7 @@
 #include "gpipe/datasets/datasets.h"
 #include "gpipe/errors.h"
 #include "gpipe/exit_codes.h"
+#include "gpipe/run_parallel.h"
 #include "gpipe/timing.h"
 
 namespace {
@@ -102,40 +103,26 @@ struct Scan {
 Scan scan(const ImageSource& source, const std::vector<int64_t>& indexes, int64_t workers,
           bool skip_bad) {
   std::vector<Scan> parts(workers);
-  std::vector<std::exception_ptr> errors(workers);
-  auto run = [&](int64_t w) {
+  gpipe::run_parallel(workers, [&](int64_t w) {
     cv::setNumThreads(0);
-    try {
-      for (size_t k = w; k < indexes.size(); k += workers) {
-        cv::Mat image;
-        try {
-          image = source.image(indexes[k]);
-        } catch (const BadImageError& e) {
-          if (!skip_bad) throw;
-          spdlog::warn("skipping: {}", e.what());
-          parts[w].skipped.push_back(indexes[k]);
-          parts[w].skipped_files.push_back(e.path());
-          continue;
-        }
-        parts[w].stats.add(image);
-        parts[w].min_height = std::min<int64_t>(parts[w].min_height, image.rows);
-        parts[w].max_height = std::max<int64_t>(parts[w].max_height, image.rows);
-        parts[w].min_width = std::min<int64_t>(parts[w].min_width, image.cols);
-        parts[w].max_width = std::max<int64_t>(parts[w].max_width, image.cols);
+    for (size_t k = w; k < indexes.size(); k += workers) {
+      cv::Mat image;
+      try {
+        image = source.image(indexes[k]);
+      } catch (const BadImageError& e) {
+        if (!skip_bad) throw;
+        spdlog::warn("skipping: {}", e.what());
+        parts[w].skipped.push_back(indexes[k]);
+        parts[w].skipped_files.push_back(e.path());
+        continue;
       }
-    } catch (...) {
-      errors[w] = std::current_exception();
+      parts[w].stats.add(image);
+      parts[w].min_height = std::min<int64_t>(parts[w].min_height, image.rows);
+      parts[w].max_height = std::max<int64_t>(parts[w].max_height, image.rows);
+      parts[w].min_width = std::min<int64_t>(parts[w].min_width, image.cols);
+      parts[w].max_width = std::max<int64_t>(parts[w].max_width, image.cols);
     }
-  };
-  std::vector<std::thread> threads;
-  for (int64_t w = 1; w < workers; ++w)
-    threads.emplace_back(run, w);
-  run(0);
-  for (auto& thread : threads)
-    thread.join();
-  for (const auto& error : errors) {
-    if (error) std::rethrow_exception(error);
-  }
+  });
   Scan all;
   for (const auto& part : parts)
     all.merge(part);

@@ -5,13 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include "gpipe/errors.h"
 #include "gpipe/memory.h"
+#include "gpipe/run_parallel.h"
 #include "gpipe/timeline.h"
 #include "tables/workload.h"
 
@@ -177,31 +177,17 @@ double CostBook::calibration(int64_t microbatch, int threads, int64_t stages, in
   // The replicas run at once, each on its own K devices, as data-parallel replicas share the
   // machine; the slowest sets the step.
   std::vector<double> measured(replicas, 0.0);
-  std::vector<std::exception_ptr> failed(replicas);
-  auto replica = [&](int64_t r) {
-    try {
-      tables::RunShape shape;
-      shape.balance = balance;
-      shape.chunks = M;
-      shape.checkpoint = Checkpoint::kNever;
-      shape.threads_per_device = threads;
-      for (int64_t k = r * K; k < (r + 1) * K; ++k)
-        shape.devices.push_back(devices_.empty() ? "cpu:" + std::to_string(k) : devices_[k]);
-      measured[r] = tables::measure_training(*builder, batch, shape, optimizer_, 1, steps, seed_)
-                        .median_step_ms;
-    } catch (...) {
-      failed[r] = std::current_exception();
-    }
-  };
-  std::vector<std::thread> others;
-  for (int64_t r = 1; r < replicas; ++r)
-    others.emplace_back(replica, r);
-  replica(0);
-  for (auto& t : others)
-    t.join();
-  for (const auto& e : failed) {
-    if (e) std::rethrow_exception(e);
-  }
+  run_parallel(replicas, [&](int64_t r) {
+    tables::RunShape shape;
+    shape.balance = balance;
+    shape.chunks = M;
+    shape.checkpoint = Checkpoint::kNever;
+    shape.threads_per_device = threads;
+    for (int64_t k = r * K; k < (r + 1) * K; ++k)
+      shape.devices.push_back(devices_.empty() ? "cpu:" + std::to_string(k) : devices_[k]);
+    measured[r] = tables::measure_training(*builder, batch, shape, optimizer_, 1, steps, seed_)
+                      .median_step_ms;
+  });
   const double ratio = *std::max_element(measured.begin(), measured.end()) / simulated;
   calibration_[name] = ratio;
   save();
