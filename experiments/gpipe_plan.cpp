@@ -25,6 +25,7 @@
 #include "common/cli.h"
 #include "gpipe/errors.h"
 #include "gpipe/timeline.h"
+#include "gpipe/timing.h"
 #include "plan/rank_launcher.h"
 #include "tables/report.h"
 #include "train/train_plan.h"
@@ -82,7 +83,7 @@ std::vector<std::string> passthrough(int argc, char** argv) {
 void measure(plan::Plan& plan, plan::CostBook& book, const plan::PlanRequest& request,
              const std::vector<std::string>& pass) {
   const int warmup = 2;
-  const int steps = static_cast<int>(std::clamp(std::ceil(1000 / plan.step_ms), 5.0, 50.0));
+  const int steps = steps_lasting(1000, plan.step_ms, 5);
   if (plan.shape.R == 1) return plan::verify(plan, book, request, warmup, steps);
   const auto train = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "gpipe_train";
   plan::verify_in_processes(

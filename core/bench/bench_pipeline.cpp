@@ -9,7 +9,10 @@
 //                               cuda:0, and the engine with K stages all on cuda:0
 //                               (scripts/gpu_check.sh runs them with --benchmark_filter=Cuda)
 //
-// items_per_second is samples/s. Read the figures in one run, with nothing else running:
+// items_per_second is samples/s. This machine's speed drifts by several times within minutes,
+// so read the figures from repetitions in random order, which spreads the drift over every
+// benchmark alike, and compare medians (results/bench/run.sh: --benchmark_repetitions with
+// --benchmark_enable_random_interleaving), with nothing else running:
 //   pipeline efficiency   K:2/M:8 vs K:1/M:8  (bubble bound 2*8/9 = 1.78x)
 //   speedup over naive-2  K:2/M:8 vs K:2/M:1
 //   engine overhead       K:1/M:1 vs BM_PlainMLP
@@ -31,6 +34,8 @@ constexpr int64_t kDepth = 8;
 constexpr int64_t kClasses = 10;
 constexpr int64_t kBatch = 1024;
 constexpr double kLearningRate = 0.01;
+// Seconds of each CPU benchmark run: a few steps, so that many repetitions fit in minutes.
+constexpr double kMinTimeS = 4.0;
 
 struct Batch {
   torch::Tensor x, y;
@@ -133,7 +138,7 @@ void BM_PipelineMLPSchedule(benchmark::State& state, gpipe::ScheduleKind kind) {
   run_pipeline(state, kind, state.range(0), state.range(1));
 }
 
-BENCHMARK(BM_PlainMLP)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(8.0);
+BENCHMARK(BM_PlainMLP)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(kMinTimeS);
 BENCHMARK(BM_PipelineMLP)
     ->ArgNames({"K", "M"})
     ->Args({1, 1})
@@ -144,7 +149,7 @@ BENCHMARK(BM_PipelineMLP)
     ->Args({2, 32})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
-    ->MinTime(8.0);
+    ->MinTime(kMinTimeS);
 
 }  // namespace
 
@@ -167,7 +172,7 @@ int main(int argc, char** argv) {
         ->Args({2, 8})
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
-        ->MinTime(8.0);
+        ->MinTime(kMinTimeS);
   }
   if (torch::cuda::is_available()) {
     benchmark::RegisterBenchmark("BM_PlainMLPCuda", BM_PlainMLPCuda)

@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "gpipe/timing.h"
 #include "test_util.h"
 
 namespace gpipe::testing {
@@ -46,6 +47,19 @@ TEST(Timeline, ChromeTraceHasOneCompleteEventPerAction) {
   timeline.write_chrome_trace(path);
   std::ifstream in(path);
   EXPECT_EQ(nlohmann::json::parse(in), trace);
+}
+
+// The helpers every timed figure goes through (gpipe/timing.h).
+TEST(Timing, MedianAndStepsLastingATargetWithinTheirBounds) {
+  EXPECT_EQ(median({}), 0);
+  EXPECT_EQ(median({3, 1, 2}), 2);
+  EXPECT_EQ(median({4, 1, 3, 2}), 2.5);
+  EXPECT_EQ(steps_lasting(1000, 100, 5), 10);   // ten steps of 100 ms last a second
+  EXPECT_EQ(steps_lasting(1000, 300, 5), 5);    // four would do, but at least five
+  EXPECT_EQ(steps_lasting(1000, 1, 5), 50);     // a thousand would do, but at most 50
+  EXPECT_EQ(steps_lasting(500, 1, 2, 8), 8);    // or the given most
+  EXPECT_EQ(steps_lasting(1000, 0, 5), 50);     // an unknown step length: the most
+  EXPECT_EQ(steps_lasting(1000, 333.0, 2), 4);  // rounded up
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "gpipe/memory.h"
 #include "gpipe/run_parallel.h"
 #include "gpipe/timeline.h"
+#include "gpipe/timing.h"
 #include "tables/workload.h"
 
 namespace gpipe::plan {
@@ -171,7 +172,7 @@ double CostBook::calibration(int64_t microbatch, int threads, int64_t stages, in
   const auto balance = tables::balance_by_time(costs, K);
   const double simulated =
       tables::project_step(costs, K, M, Checkpoint::kNever, link_preset("none"), balance).step_ms;
-  const int steps = static_cast<int>(std::clamp(std::ceil(kCalibrationMs / simulated), 2.0, 50.0));
+  const int steps = steps_lasting(kCalibrationMs, simulated, 2);
   const auto builder = models::make_model(model_);
   const auto batch = builder->sample_batch(microbatch * M, seed_ + 1);
   // The replicas run at once, each on its own K devices, as data-parallel replicas share the
