@@ -241,9 +241,8 @@ TEST(ProcessGroupPipeline, SynchronisedBatchNormOfAConvNetTrainsAsOnePipeline) {
                           .image_size(16)
                           .channels(1)
                           .stem_filters(8)
-                          .stem_stride(1)
-                          .init_seed(4);
-  const auto layers = [&] { return models::AmoebaNetBuilder(amoeba).build(); };
+                          .stem_stride(1);
+  const auto layers = [&] { return models::AmoebaNetBuilder(amoeba, /*init_seed=*/4).build(); };
   const auto n = static_cast<int64_t>(layers().size());
   expect_synchronised_replicas_match(layers, PipelineOptions(even_balance(n, 2)), {1, 16, 16});
 }

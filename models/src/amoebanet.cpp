@@ -88,8 +88,8 @@ void validate(const AmoebaNetOptions& o) {
   validate_cell(o.genotype().reduction, /*reduction=*/true, o.genotype().name + " reduction cell");
 }
 
-AmoebaNetBuilder::AmoebaNetBuilder(AmoebaNetOptions options)
-    : ModelBuilder(options.init_seed()), options_(std::move(options)) {
+AmoebaNetBuilder::AmoebaNetBuilder(AmoebaNetOptions options, uint64_t init_seed)
+    : ModelBuilder(init_seed), options_(std::move(options)) {
   validate(options_);
   const auto& o = options_;
   // The running state of the plan: x (the last output) and skip (the one before), with their

@@ -11,8 +11,8 @@ namespace {
 
 // The genotype follows the registry name (amoebanet-d or -b), whatever the options hold.
 std::unique_ptr<ModelBuilder> make_amoebanet(const ModelConfig& c, const Genotype& genotype) {
-  return std::make_unique<AmoebaNetBuilder>(
-      AmoebaNetOptions(c.amoebanet()).genotype(genotype).init_seed(c.init_seed));
+  return std::make_unique<AmoebaNetBuilder>(AmoebaNetOptions(c.amoebanet()).genotype(genotype),
+                                            c.init_seed);
 }
 
 std::unique_ptr<ModelBuilder> make_amoebanet_d(const ModelConfig& c) {
@@ -24,8 +24,7 @@ std::unique_ptr<ModelBuilder> make_amoebanet_b(const ModelConfig& c) {
 }
 
 std::unique_ptr<ModelBuilder> make_transformer(const ModelConfig& c) {
-  return std::make_unique<TransformerBuilder>(
-      TransformerOptions(c.transformer()).init_seed(c.init_seed));
+  return std::make_unique<TransformerBuilder>(TransformerOptions(c.transformer()), c.init_seed);
 }
 
 std::unique_ptr<ModelBuilder> make_mlp(const ModelConfig& c) {

@@ -135,8 +135,8 @@ void validate(const TransformerOptions& o) {
               o.dropout());
 }
 
-TransformerBuilder::TransformerBuilder(TransformerOptions options)
-    : ModelBuilder(options.init_seed()), options_(std::move(options)) {
+TransformerBuilder::TransformerBuilder(TransformerOptions options, uint64_t init_seed)
+    : ModelBuilder(init_seed), options_(std::move(options)) {
   validate(options_);
 }
 

@@ -11,7 +11,7 @@ namespace gpipe::models {
 namespace {
 
 AmoebaNetOptions small(const Genotype& genotype = amoebanet_d_genotype()) {
-  return AmoebaNetOptions(3, 16).genotype(genotype).classes(10).image_size(32).init_seed(1);
+  return AmoebaNetOptions(3, 16).genotype(genotype).classes(10).image_size(32);
 }
 
 TEST(AmoebaNetGenotype, OperationsParse) {

@@ -63,7 +63,6 @@ struct AmoebaNetOptions {
   TORCH_ARG(double, dropout) = 0.0;
   // Drop-path of every cell operation but "none" (the reference trains with 0.3).
   TORCH_ARG(double, drop_path) = 0.0;
-  TORCH_ARG(uint64_t, init_seed) = 0;
 };
 
 // Throws ConfigError naming the value when a knob cannot work.
@@ -80,7 +79,8 @@ class AmoebaNetBuilder : public ModelBuilder {
     int64_t out_size = 0;                   // its spatial side (1 for the head's logits)
   };
 
-  explicit AmoebaNetBuilder(AmoebaNetOptions options);
+  // Layer i initialised from (init_seed, i), as every builder.
+  explicit AmoebaNetBuilder(AmoebaNetOptions options, uint64_t init_seed = 0);
 
   std::string name() const override { return options_.genotype().name; }
   int64_t num_layers() const override { return static_cast<int64_t>(plan_.size()); }

@@ -32,7 +32,6 @@ struct TransformerOptions {
   // Longest sequence the model takes (and sample_batch's length).
   TORCH_ARG(int64_t, seq_len) = 1024;
   TORCH_ARG(double, dropout) = 0.0;
-  TORCH_ARG(uint64_t, init_seed) = 0;
 };
 
 // Throws ConfigError naming the value when a knob cannot work.
@@ -40,7 +39,8 @@ void validate(const TransformerOptions& options);
 
 class TransformerBuilder : public ModelBuilder {
  public:
-  explicit TransformerBuilder(TransformerOptions options);
+  // Layer i initialised from (init_seed, i), as every builder.
+  explicit TransformerBuilder(TransformerOptions options, uint64_t init_seed = 0);
 
   std::string name() const override { return "transformer-l"; }
   int64_t num_layers() const override { return options_.layers() + 2; }
