@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -18,6 +19,7 @@
 #include <cstring>
 #include <set>
 
+#include "gpipe/run_parallel.h"
 #include "store_keys.h"
 
 #if defined(GPIPE_WITH_CUDA) && defined(USE_C10D_NCCL)
@@ -102,6 +104,17 @@ int free_local_port() {
   ::close(fd);
   GPIPE_CHECK(ok, Error, "cannot find a free port on 127.0.0.1: ", std::strerror(error));
   return ntohs(address.sin_port);
+}
+
+std::vector<c10::intrusive_ptr<c10d::ProcessGroup>> local_gloo_group(
+    int size, std::chrono::milliseconds timeout) {
+  GPIPE_CHECK(size >= 1, ConfigError, "a group needs at least one rank, got ", size);
+  const c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<c10::intrusive_ptr<c10d::ProcessGroup>> ranks(size);
+  run_parallel(size, [&](int64_t r) {
+    ranks[r] = make_gloo(store, "gpipe/local", static_cast<int>(r), size, timeout, "127.0.0.1");
+  });
+  return ranks;
 }
 
 Env Env::from_environment() {

@@ -16,6 +16,7 @@
 #include "gpipe/distributed.h"
 #include "gpipe/models/amoebanet.h"
 #include "gpipe/pipeline.h"
+#include "gpipe/run_parallel.h"
 #include "test_util.h"
 
 namespace gpipe::testing {
@@ -245,6 +246,23 @@ TEST(ProcessGroupPipeline, SynchronisedBatchNormOfAConvNetTrainsAsOnePipeline) {
   const auto layers = [&] { return models::AmoebaNetBuilder(amoeba, /*init_seed=*/4).build(); };
   const auto n = static_cast<int64_t>(layers().size());
   expect_synchronised_replicas_match(layers, PipelineOptions(even_balance(n, 2)), {1, 16, 16});
+}
+
+// A group whose ranks are threads of this process sums over all of them.
+TEST(LocalGlooGroup, SumsOverItsRanksInOneProcess) {
+  const auto group = distributed::local_gloo_group(3);
+  ASSERT_EQ(group.size(), 3u);
+  std::vector<torch::Tensor> values(3);
+  run_parallel(3, [&](int64_t r) {
+    EXPECT_EQ(group[r]->getRank(), r);
+    EXPECT_EQ(group[r]->getSize(), 3);
+    std::vector<torch::Tensor> tensors{torch::full({5}, static_cast<float>(r + 1))};
+    group[r]->allreduce(tensors)->wait();
+    values[r] = tensors[0];
+  });
+  for (const auto& v : values)
+    EXPECT_TRUE(torch::equal(v, torch::full({5}, 6.0f))) << v;
+  EXPECT_CONFIG_ERROR(distributed::local_gloo_group(0), "at least one rank, got 0");
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, ProcessGroupPipeline,

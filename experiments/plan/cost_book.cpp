@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
+#include "gpipe/distributed.h"
 #include "gpipe/errors.h"
 #include "gpipe/memory.h"
 #include "gpipe/run_parallel.h"
@@ -115,6 +117,7 @@ CostBook::CostBook(models::ModelConfig model, Pipeline::OptimizerFactory optimiz
     const auto& entries = cache_json.at(key_);
     if (entries.contains("state_slots")) state_slots_ = entries.at("state_slots").get<int64_t>();
     if (entries.contains("calibration")) entries.at("calibration").get_to(calibration_);
+    if (entries.contains("allreduce")) entries.at("allreduce").get_to(allreduce_);
     for (const auto& [name, value] : entries.at("costs").items()) {
       const auto x = name.find('x');
       const int64_t micro = std::stoll(name.substr(0, x));
@@ -126,6 +129,7 @@ CostBook::CostBook(models::ModelConfig model, Pipeline::OptimizerFactory optimiz
                  error_message(e));
     costs_.clear();
     calibration_.clear();
+    allreduce_.clear();
     state_slots_ = -1;
   }
 }
@@ -195,6 +199,47 @@ double CostBook::calibration(int64_t microbatch, int threads, int64_t stages, in
   return ratio;
 }
 
+double CostBook::allreduce_ms(int64_t stages, int64_t replicas, double bytes) {
+  GPIPE_CHECK(stages >= 1 && replicas >= 2 && bytes >= 0, ConfigError,
+              "an all-reduce needs stages >= 1, replicas >= 2 and bytes >= 0, got ", stages, ", ",
+              replicas, " and ", bytes);
+  const int64_t mib = std::max<int64_t>(1, std::llround(bytes / (1 << 20)));
+  const auto name =
+      std::to_string(stages) + "x" + std::to_string(replicas) + "x" + std::to_string(mib);
+  const auto found = allreduce_.find(name);
+  if (found != allreduce_.end()) return found->second;
+  spdlog::info("timing the gradient all-reduce: {} group(s) of {} replicas, {} MiB each", stages,
+               replicas, mib);
+  std::vector<std::vector<c10::intrusive_ptr<c10d::ProcessGroup>>> groups;
+  for (int64_t k = 0; k < stages; ++k)
+    groups.push_back(distributed::local_gloo_group(static_cast<int>(replicas)));
+  const int64_t numel = mib << 18;  // floats
+  const auto bucket =
+      static_cast<int64_t>(PipelineOptions(std::vector<int64_t>{1}).bucket_mb() * (1 << 18));
+  constexpr int kWarmup = 1, kRepeats = 3;
+  std::vector<std::vector<double>> times(stages * replicas);
+  run_parallel(stages * replicas, [&](int64_t i) {
+    at::set_num_threads(1);
+    auto& group = groups[i / replicas][i % replicas];
+    auto gradients = torch::ones({numel});
+    for (int repeat = 0; repeat < kWarmup + kRepeats; ++repeat) {
+      const auto start = std::chrono::steady_clock::now();
+      for (int64_t offset = 0; offset < numel; offset += bucket) {
+        std::vector<torch::Tensor> flat{
+            gradients.narrow(0, offset, std::min(bucket, numel - offset))};
+        group->allreduce(flat)->wait();
+      }
+      if (repeat >= kWarmup) times[i].push_back(elapsed_ms(start));
+    }
+  });
+  double slowest = 0;
+  for (const auto& t : times)
+    slowest = std::max(slowest, median(t));
+  allreduce_[name] = slowest;
+  save();
+  return slowest;
+}
+
 int64_t CostBook::state_slots() {
   if (state_slots_ >= 0) return state_slots_;
   memory::install();
@@ -220,6 +265,7 @@ void CostBook::save() const {
   nlohmann::json entries = {{"costs", nlohmann::json::object()}};
   if (state_slots_ >= 0) entries["state_slots"] = state_slots_;
   entries["calibration"] = calibration_;
+  entries["allreduce"] = allreduce_;
   for (const auto& [shape, costs] : costs_)
     entries["costs"][entry_name(shape.first, shape.second)] = to_json(costs);
   cache_json[key_] = entries;

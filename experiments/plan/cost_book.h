@@ -8,7 +8,7 @@
 // at every (micro-batch, threads) the search asks for, and keeps the results in memory and,
 // optionally, in a cache file keyed by the model's configuration and the machine, so a second
 // planning run of the same model measures nothing. Each (micro-batch, threads, K, M, R) is also
-// calibrated once against real steps.
+// calibrated once against real steps, and each data-parallel width's gradient all-reduce timed.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +50,14 @@ class CostBook {
   // plans' steps to calibrate. Measured on first use.
   double calibration(int64_t microbatch, int threads, int64_t stages, int64_t replicas,
                      int64_t max_chunks);
+  // Milliseconds of the data-parallel gradient all-reduce: `stages` groups of `replicas` ranks at
+  // once (each stage sums over its replicas), each summing `bytes` the way the trainer does
+  // (grad_reducer.h: buckets of PipelineOptions' default size, one after another), Gloo over
+  // loopback between this process's threads, one intra-op thread each; the median of 3 after a
+  // warm-up. Measured on first use, keyed by (K, R, MiB). This is what CPU replicas on this
+  // machine pay; accelerators' interconnects are not measured here (the planner's
+  // `--allreduce-gbs` gives theirs).
+  double allreduce_ms(int64_t stages, int64_t replicas, double bytes);
   // Optimizer state tensors per parameter, counted by the memory meter over one real step of
   // the optimizer (SGD with momentum 1, RMSProp 1 or 2 with momentum, Adam 2).
   int64_t state_slots();
@@ -74,6 +82,7 @@ class CostBook {
   int64_t measured_ = 0;
   std::map<std::pair<int64_t, int>, MicrobatchCosts> costs_;
   std::map<std::string, double> calibration_;  // "microbatch x threads x K x M x R"
+  std::map<std::string, double> allreduce_;    // "K x R x MiB"
 };
 
 }  // namespace gpipe::plan

@@ -223,7 +223,9 @@ Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape,
   if (shape.R > 1) {
     const double bytes = *std::max_element(params.begin(), params.end());
     const double R = static_cast<double>(shape.R);
-    plan.allreduce_ms = 2 * (R - 1) / R * bytes / (request.allreduce_gbs * 1e9) * 1e3;
+    plan.allreduce_ms = request.allreduce_gbs > 0
+                            ? 2 * (R - 1) / R * bytes / (request.allreduce_gbs * 1e9) * 1e3
+                            : book.allreduce_ms(shape.K, shape.R, bytes);
   }
   plan.step_ms = plan.pipeline_ms + plan.allreduce_ms + plan.update_ms;
   plan.samples_per_s = static_cast<double>(request.batch) * 1e3 / plan.step_ms;

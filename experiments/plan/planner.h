@@ -7,8 +7,10 @@
 //
 //   costs     CostBook: every layer's time and bytes at each micro-batch size and thread count
 //   time      the discrete-event simulator over the schedule the executor runs (simulator.h),
-//             plus the slowest device's optimizer update and, with R > 1, a ring all-reduce of
-//             its gradients (2 (R-1)/R x bytes / bandwidth, not overlapped); every compute cost
+//             plus the slowest device's optimizer update and, with R > 1, the all-reduce of
+//             its gradients, timed here (CostBook::allreduce_ms) or a ring at a given bandwidth
+//             (2 (R-1)/R x bytes / bandwidth), not overlapped: on a CPU the summing thread
+//             takes cores the backward would use; every compute cost
 //             is scaled by a calibration: R real GPipe steps of K devices at once, at the plan's
 //             micro-batch, measured over simulated (CostBook::calibration)
 //   memory    replay of each device's lowered action list: an F keeps the stage's activations
@@ -76,7 +78,9 @@ struct PlanRequest {
   std::vector<std::string> devices;
   double memory_per_device = 0;  // bytes; 0: no limit
   std::string link = "none";     // simulator.h link preset between stages
-  double allreduce_gbs = 1.0;    // bandwidth of the gradient all-reduce between replicas
+  // Bandwidth of the gradient all-reduce between replicas, GB/s (a ring: 2 (R-1)/R x bytes over
+  // it); 0: timed on this machine (CostBook::allreduce_ms).
+  double allreduce_gbs = 0;
   int64_t max_chunks = 32;
   int64_t max_replicas = 0;  // 0: as many as the devices allow
 };

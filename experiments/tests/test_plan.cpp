@@ -1,5 +1,5 @@
 // The planner (experiments/plan): candidate shapes, the memory replay, the refusal of plans over
-// the budget, the cost cache and calibration, and the flags a plan turns into.
+// the budget, the cost cache, calibration and all-reduce timing, and the flags a plan turns into.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -195,6 +195,38 @@ TEST_F(PlanSearch, CalibrationRunsEachReplicaCountOnceAndIsCached) {
   // Replicas need devices of their own.
   CostBook one_device(mlp(), sgd(), "", 0, {"cpu:0"});
   EXPECT_CONFIG_ERROR(one_device.calibration(2, 1, 1, 2, 1), "needs 2 devices, the plan has 1");
+}
+
+// The replicas' gradient all-reduce is timed once per (K, R, MiB), kept in the cache, and what a
+// data-parallel plan predicts unless a bandwidth is given.
+TEST_F(PlanSearch, TheAllReduceIsTimedOncePerWidthAndCached) {
+  const auto path = std::filesystem::temp_directory_path() / "gpipe_plan_allreduce_test.json";
+  std::filesystem::remove(path);
+  CostBook first(mlp(), sgd(), path.string());
+  const double one = first.allreduce_ms(1, 2, 3 << 20);  // one group of two replicas, 3 MiB
+  const double two = first.allreduce_ms(2, 2, 3 << 20);  // two stages' groups at once
+  EXPECT_GT(one, 0);
+  EXPECT_GT(two, 0);
+  std::ifstream in(path);
+  const auto cache = nlohmann::json::parse(in).begin().value().at("allreduce");
+  EXPECT_TRUE(cache.contains("1x2x3")) << cache.dump();
+  EXPECT_TRUE(cache.contains("2x2x3")) << cache.dump();
+  CostBook second(mlp(), sgd(), path.string());
+  EXPECT_EQ(second.allreduce_ms(1, 2, 3 << 20), one);
+  EXPECT_EQ(second.allreduce_ms(2, 2, 3 << 20), two);
+  std::filesystem::remove(path);
+  EXPECT_CONFIG_ERROR(second.allreduce_ms(1, 1, 1 << 20), "replicas >= 2");
+  // The MLP's gradients (well under 1 MiB) count as 1 MiB.
+  auto request = cpu_request(2, 8);
+  const auto shape = parse_plan_shape("K=1,R=2,M=1");
+  const auto timed = predict(second, request, shape);
+  EXPECT_EQ(timed.allreduce_ms, second.allreduce_ms(1, 2, 1 << 20));
+  request.allreduce_gbs = 1.0;  // a ring at 1 GB/s: 2 (R-1)/R x bytes / bandwidth
+  const auto ring = predict(second, request, shape);
+  double bytes = 0;
+  for (double b : second.at(4, 1).layers.parameter_bytes)
+    bytes += b;
+  EXPECT_NEAR(ring.allreduce_ms, bytes / 1e9 * 1e3, 1e-9);
 }
 
 TEST_F(PlanSearch, APlanBecomesTheTrainersFlags) {

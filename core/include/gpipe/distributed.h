@@ -28,6 +28,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "gpipe/errors.h"
 #include "gpipe/step_collectives.h"
@@ -62,6 +63,13 @@ struct Env {
 // A TCP port on 127.0.0.1 that nothing listens on now (the kernel's pick for port 0), for a
 // MASTER_PORT of ranks started on this host. Throws gpipe::Error when no socket can be had.
 int free_local_port();
+
+// One Gloo group of `size` ranks that all live in this process (rendezvous in a HashStore,
+// messages over loopback): element r is rank r. For timing a collective without starting
+// processes (the planner measures the gradient all-reduce with it). The ranks are built on
+// threads of their own, as each one's construction waits for the others.
+std::vector<c10::intrusive_ptr<c10d::ProcessGroup>> local_gloo_group(
+    int size, std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
 struct ContextOptions {
   /* implicit */ ContextOptions(int64_t stages) : stages_(stages) {}
