@@ -10,9 +10,9 @@
 //             plus the slowest device's optimizer update and, with R > 1, the all-reduce of
 //             its gradients, timed here (CostBook::allreduce_ms) or a ring at a given bandwidth
 //             (2 (R-1)/R x bytes / bandwidth), not overlapped: on a CPU the summing thread
-//             takes cores the backward would use; every compute cost
-//             is scaled by a calibration: R real GPipe steps of K devices at once, at the plan's
-//             micro-batch, measured over simulated (CostBook::calibration)
+//             takes cores the backward would use; every compute cost is scaled by a
+//             calibration: R real GPipe steps of K devices at once, at the plan's micro-batch,
+//             measured over simulated (CostBook::calibration)
 //   memory    replay of each device's lowered action list: an F keeps the stage's activations
 //             (only its input when checkpointed), an R adds them back, a B frees them (a split B
 //             leaves those of layers that defer weight gradients to its W) and needs its
