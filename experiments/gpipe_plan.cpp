@@ -11,6 +11,8 @@
 // command. --verify T runs the top T for a few steps and adds the measured step time and peak
 // bytes (a plan with replicas runs as K x R gpipe_train processes, plan/rank_launcher.h);
 // --grid "K=2,M=8,schedule=1f1b;..." predicts and measures hand-picked shapes beside them.
+// Measured plans run one after another in --verify-rounds rounds and report the median step of
+// all rounds, so that a machine whose speed drifts slows every plan alike.
 // Exit status: 0 plans printed, 2 bad flags or nothing fits (the message names the smallest
 // budget that would fit and its plan), 1 a failure while measuring.
 #include <spdlog/spdlog.h>
@@ -70,6 +72,7 @@ std::vector<std::string> passthrough(int argc, char** argv) {
                                                                          "--link",
                                                                          "--top",
                                                                          "--verify",
+                                                                         "--verify-rounds",
                                                                          "--cache",
                                                                          "--grid",
                                                                          "--allreduce-gbs",
@@ -77,13 +80,14 @@ std::vector<std::string> passthrough(int argc, char** argv) {
                                                                          "--max-replicas"});
 }
 
-// Measures `plan`: in this process, or as gpipe_train processes (the program beside this one)
-// when its replicas need several. 2 warm-up steps, then at least 5 and about a second of them:
-// a median of 5 steps of a few tens of milliseconds moves with every hiccup of a shared machine.
+// Measures one round of `plan`: in this process, or as gpipe_train processes (the program beside
+// this one) when its replicas need several. 2 warm-up steps, then about a second of steps over
+// all `rounds` and at least 5 (3 a round): a median of 5 steps of a few tens of milliseconds
+// moves with every hiccup of a shared machine.
 void measure(plan::Plan& plan, plan::CostBook& book, const plan::PlanRequest& request,
-             const std::vector<std::string>& pass) {
+             const std::vector<std::string>& pass, int rounds) {
   const int warmup = 2;
-  const int steps = steps_lasting(1000, plan.step_ms, 5);
+  const int steps = steps_lasting(1000.0 / rounds, plan.step_ms, rounds == 1 ? 5 : 3);
   if (plan.shape.R == 1) return plan::verify(plan, book, request, warmup, steps);
   const auto train = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "gpipe_train";
   plan::verify_in_processes(
@@ -148,7 +152,7 @@ int main(int argc, char** argv) {
   train::TrainOptions options;
   train::add_train_flags(app, options);
   std::string link = "none", cache, grid;
-  int64_t top = 5, verify_top = 0, max_chunks = 32, max_replicas = 0;
+  int64_t top = 5, verify_top = 0, verify_rounds = 3, max_chunks = 32, max_replicas = 0;
   double allreduce_gbs = 0;
   const char* group = "Planner";
   app.add_option("--link", link, "copy between stages: none | pcie | nvlink | tpu")
@@ -156,6 +160,10 @@ int main(int argc, char** argv) {
       ->group(group);
   app.add_option("--top", top, "plans to print")->capture_default_str()->group(group);
   app.add_option("--verify", verify_top, "run the top T plans for a few steps and measure them")
+      ->capture_default_str()
+      ->group(group);
+  app.add_option("--verify-rounds", verify_rounds,
+                 "measure the verified and grid plans in turn this many times (median of all)")
       ->capture_default_str()
       ->group(group);
   app.add_option("--grid", grid,
@@ -179,10 +187,12 @@ int main(int argc, char** argv) {
   return train::run_with_presets(app, argc, argv, [&] {
     const auto start = std::chrono::steady_clock::now();
     GPIPE_CHECK(
-        top >= 1 && verify_top >= 0 && max_chunks >= 1 && allreduce_gbs >= 0, ConfigError,
-        "--top and --max-chunks must be >= 1, --verify and --allreduce-gbs >= 0; got --top ", top,
-        ", --max-chunks ", max_chunks, ", --verify ", verify_top, ", --allreduce-gbs ",
-        allreduce_gbs);
+        top >= 1 && verify_top >= 0 && verify_rounds >= 1 && max_chunks >= 1 && allreduce_gbs >= 0,
+        ConfigError,
+        "--top, --verify-rounds and --max-chunks must be >= 1, --verify and --allreduce-gbs >= 0; "
+        "got --top ",
+        top, ", --verify-rounds ", verify_rounds, ", --max-chunks ", max_chunks, ", --verify ",
+        verify_top, ", --allreduce-gbs ", allreduce_gbs);
     auto request = train::plan_request(options);
     request.link = link;
     request.max_chunks = max_chunks;
@@ -206,16 +216,20 @@ int main(int argc, char** argv) {
         result.ranked.begin(),
         result.ranked.begin() + std::min<int64_t>(top, result.ranked.size()));
     const auto pass = passthrough(argc, argv);
-    for (int64_t i = 0; i < std::min<int64_t>(verify_top, shown.size()); ++i) {
-      spdlog::info("verifying plan {} of {}: {}", i + 1, verify_top, shown[i].shape.describe());
-      measure(shown[i], book, request, pass);
-    }
     std::vector<plan::Plan> grid_plans;
-    for (const auto& shape : grid_shapes) {
-      spdlog::info("grid: {}", shape.describe());
-      auto p = plan::predict(book, request, shape);
-      measure(p, book, request, pass);
-      grid_plans.push_back(std::move(p));
+    for (const auto& shape : grid_shapes)
+      grid_plans.push_back(plan::predict(book, request, shape));
+    std::vector<plan::Plan*> to_measure;
+    for (int64_t i = 0; i < std::min<int64_t>(verify_top, shown.size()); ++i)
+      to_measure.push_back(&shown[i]);
+    for (auto& p : grid_plans)
+      to_measure.push_back(&p);
+    for (int64_t round = 1; round <= verify_rounds && !to_measure.empty(); ++round) {
+      for (size_t i = 0; i < to_measure.size(); ++i) {
+        spdlog::info("measuring, round {} of {}, plan {} of {}: {}", round, verify_rounds, i + 1,
+                     to_measure.size(), to_measure[i]->shape.describe());
+        measure(*to_measure[i], book, request, pass, static_cast<int>(verify_rounds));
+      }
     }
     print_table(shown, request);
     if (!grid_plans.empty()) {

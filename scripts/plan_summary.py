@@ -23,6 +23,11 @@ def errors(p):
             measured_peak)
 
 
+def spread(rounds):
+    """How far the slowest round's median was above the fastest's (0 with one round)."""
+    return max(rounds) / min(rounds) - 1 if rounds else 0.0
+
+
 def main(folder):
     rows = []
     for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
@@ -40,6 +45,8 @@ def main(folder):
                 measured.append({"kind": kind, "shape": shape(p), "time_error": time_err,
                                  "peak_error": peak_err, "measured_step_ms": p["measured_step_ms"],
                                  "predicted_step_ms": p["predicted_step_ms"],
+                                 "round_ms": p.get("measured_round_ms", []),
+                                 "round_spread": spread(p.get("measured_round_ms", [])),
                                  "fits_measured": peak <= budget})
         first = run["plans"][0]
         fitting_grid = [m for m in measured if m["kind"] == "grid" and m["fits_measured"]]
@@ -59,6 +66,7 @@ def main(folder):
                 first["measured_step_ms"] / best["measured_step_ms"] - 1 if best else None,
             "max_abs_time_error": max(abs(m["time_error"]) for m in measured),
             "max_abs_peak_error": max(abs(m["peak_error"]) for m in measured),
+            "max_round_spread": max(m["round_spread"] for m in measured),
             "within_15_percent": sum(abs(m["time_error"]) <= 0.15 and abs(m["peak_error"]) <= 0.15
                                      for m in measured),
             "measured_plans": len(measured),
@@ -70,24 +78,31 @@ def main(folder):
              "measured - 1 over every measured plan of the scenario (the top 3 and the 13 grid "
              "shapes; R > 1 ran as R processes); `grid faster` is how much faster the fastest grid shape that fit the budget "
              "(measured peak) ran than the planner's first choice (negative: the planner's choice "
-             "was faster).", "",
+             "was faster). Every plan was measured in rounds (all plans in turn, round after "
+             "round) and its measured ms is the median step of all rounds; `rounds ms` are each "
+             "round's medians and `round spread` the slowest round over the fastest, less 1: "
+             "what the machine's drift alone moved one plan's measurement by.", "",
              "| scenario | planning s | first choice | predicted ms | measured ms | fastest grid "
-             "shape that fit | its ms | grid faster | max time err | max peak err | within 15% |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "shape that fit | its ms | grid faster | max time err | max peak err | within 15% "
+             "| max round spread |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append("| {scenario} | {planning_seconds:.1f} | {first_choice} | "
                      "{first_predicted_ms:.1f} | {first_measured_ms:.1f} | {best_grid} | "
                      "{best_grid_measured_ms:.1f} | {best_grid_speedup_over_first:+.1%} | "
                      "{max_abs_time_error:.1%} | {max_abs_peak_error:.1%} | "
-                     "{within_15_percent}/{measured_plans} |".format(**r))
+                     "{within_15_percent}/{measured_plans} | {max_round_spread:.1%} |".format(**r))
     lines += ["", "Every measured plan:", "",
-              "| scenario | source | shape | predicted ms | measured ms | time err | peak err |",
-              "|---|---|---|---|---|---|---|"]
+              "| scenario | source | shape | predicted ms | measured ms | time err | peak err "
+              "| rounds ms | round spread |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         for m in r["runs"]:
-            lines.append("| {} | {} | {} | {:.1f} | {:.1f} | {:+.1%} | {:+.1%} |".format(
-                r["scenario"], m["kind"], m["shape"], m["predicted_step_ms"],
-                m["measured_step_ms"], m["time_error"], m["peak_error"]))
+            lines.append("| {} | {} | {} | {:.1f} | {:.1f} | {:+.1%} | {:+.1%} | {} | {:.1%} |"
+                         .format(r["scenario"], m["kind"], m["shape"], m["predicted_step_ms"],
+                                 m["measured_step_ms"], m["time_error"], m["peak_error"],
+                                 " / ".join("{:.1f}".format(x) for x in m["round_ms"]),
+                                 m["round_spread"]))
     with open(os.path.join(folder, "summary.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -1,8 +1,10 @@
 // Plans as text: describe/parse a shape, the gpipe_train flags and JSON of a plan, and verify().
+#include <algorithm>
 #include <sstream>
 
 #include "common/cli.h"
 #include "gpipe/errors.h"
+#include "gpipe/timing.h"
 #include "plan/planner.h"
 #include "tables/workload.h"
 
@@ -110,6 +112,7 @@ nlohmann::json to_json(const Plan& plan, const PlanRequest& request) {
        budget > 0 ? nlohmann::json(budget - plan.max_peak_bytes()) : nlohmann::json(nullptr)}};
   if (plan.measured_step_ms) {
     json["measured_step_ms"] = *plan.measured_step_ms;
+    json["measured_round_ms"] = plan.measured_round_ms;
     json["measured_peak_bytes_per_device"] = plan.measured_peak_bytes;
   }
   return json;
@@ -133,8 +136,18 @@ void verify(Plan& plan, CostBook& book, const PlanRequest& request, int warmup, 
   if (plan.shape.v > 1) shape.stage_balance = plan.stage_balance;
   const auto measured = tables::measure_training(*builder, batch, shape, book.optimizer(), warmup,
                                                  steps, book.seed());
-  plan.measured_step_ms = measured.median_step_ms;
-  plan.measured_peak_bytes = measured.peak_bytes;
+  add_measurement(plan, measured.step_ms, measured.peak_bytes);
+}
+
+void add_measurement(Plan& plan, const std::vector<double>& steps_ms,
+                     const std::vector<int64_t>& peak_bytes) {
+  GPIPE_CHECK(!steps_ms.empty(), Error, "measuring ", plan.shape.describe(), " timed no step");
+  plan.measured_steps_ms.insert(plan.measured_steps_ms.end(), steps_ms.begin(), steps_ms.end());
+  plan.measured_round_ms.push_back(median(steps_ms));
+  plan.measured_step_ms = median(plan.measured_steps_ms);
+  plan.measured_peak_bytes.resize(std::max(plan.measured_peak_bytes.size(), peak_bytes.size()));
+  for (size_t d = 0; d < peak_bytes.size(); ++d)
+    plan.measured_peak_bytes[d] = std::max(plan.measured_peak_bytes[d], peak_bytes[d]);
 }
 
 }  // namespace gpipe::plan

@@ -64,8 +64,11 @@ struct Plan {
   double bubble_fraction = 0;
   double samples_per_s = 0;
   std::vector<double> peak_bytes;  // predicted, per device
-  // Filled by verify().
+  // Filled by add_measurement (verify and verify_in_processes call it), once per round: the step
+  // time is the median of every round's timed steps, the peak the largest any round saw.
   std::optional<double> measured_step_ms;
+  std::vector<double> measured_steps_ms;  // every timed step of every round
+  std::vector<double> measured_round_ms;  // each round's median step
   std::vector<int64_t> measured_peak_bytes;
 
   double max_peak_bytes() const;
@@ -107,8 +110,14 @@ struct SearchResult {
 };
 SearchResult search(CostBook& book, const PlanRequest& request);
 
+// Adds one measuring round of `plan` (its timed steps in milliseconds and its peak bytes per
+// device). Measuring every plan in turn, round after round, lets a drifting machine's slow minutes
+// fall on all of them alike rather than on whichever ran then.
+void add_measurement(Plan& plan, const std::vector<double>& steps_ms,
+                     const std::vector<int64_t>& peak_bytes);
+
 // Runs `plan` (R = 1 only) in this process for `warmup` + `steps` training steps on a synthetic
-// batch and fills its measured step time (median) and peak bytes per device.
+// batch and adds them as one round (add_measurement).
 void verify(Plan& plan, CostBook& book, const PlanRequest& request, int warmup = 2, int steps = 5);
 
 // The gpipe_train flags that run `plan` (--partitions, --balance or --stage-balance, --chunks,

@@ -12,7 +12,6 @@
 
 #include "gpipe/distributed.h"
 #include "gpipe/errors.h"
-#include "gpipe/timing.h"
 
 extern char** environ;
 
@@ -143,8 +142,7 @@ void verify_in_processes(Plan& plan, const PlanRequest& request, const std::stri
   std::vector<double> timed;
   for (size_t i = static_cast<size_t>(warmup); i < seconds.size(); ++i)
     timed.push_back(seconds[i] * 1e3);
-  plan.measured_step_ms = median(timed);
-  plan.measured_peak_bytes = json.at("peak_memory_bytes_per_device").get<std::vector<int64_t>>();
+  add_measurement(plan, timed, json.at("peak_memory_bytes_per_device").get<std::vector<int64_t>>());
   std::filesystem::remove_all(dir);
 }
 

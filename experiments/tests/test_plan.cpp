@@ -253,6 +253,31 @@ TEST_F(PlanSearch, APlanBecomesTheTrainersFlags) {
   EXPECT_EQ(options.stage_balance, stages);  // 5 layers (4 hidden and the output) in 4 stages
 }
 
+// Verifying in rounds pools the rounds' steps: the median of all of them, each round's own median,
+// and per device the largest peak any round saw. A real plan verified twice adds two rounds.
+TEST_F(PlanSearch, MeasuringRoundsPoolTheirSteps) {
+  Plan pooled;
+  add_measurement(pooled, {3, 1, 2}, {100, 50});
+  EXPECT_DOUBLE_EQ(*pooled.measured_step_ms, 2);
+  add_measurement(pooled, {10, 20}, {90, 70});
+  EXPECT_DOUBLE_EQ(*pooled.measured_step_ms, 3);  // of 1 2 3 10 20
+  EXPECT_EQ(pooled.measured_round_ms, (std::vector<double>{2, 15}));
+  EXPECT_EQ(pooled.measured_peak_bytes, (std::vector<int64_t>{100, 70}));
+  EXPECT_THROW(add_measurement(pooled, {}, {}), Error);
+
+  CostBook book(mlp(), sgd());
+  const auto request = cpu_request(2, 8);
+  auto plan = predict(book, request, parse_plan_shape("K=2,M=2"));
+  verify(plan, book, request, 1, 2);
+  verify(plan, book, request, 1, 3);
+  ASSERT_EQ(plan.measured_round_ms.size(), 2u);
+  ASSERT_EQ(plan.measured_steps_ms.size(), 5u);
+  ASSERT_EQ(plan.measured_peak_bytes.size(), 2u);
+  for (auto b : plan.measured_peak_bytes)
+    EXPECT_GT(b, 0);
+  EXPECT_EQ(to_json(plan, request).at("measured_round_ms").size(), 2u);
+}
+
 TEST(Plan, ShapesParseAndBadOnesAreNamed) {
   const auto s = parse_plan_shape("K=4,R=2,M=16,schedule=interleaved-1f1b,v=3,threads=2");
   EXPECT_EQ(s.describe(), "K=4,R=2,M=16,schedule=interleaved-1f1b,v=3,checkpoint=never,threads=2");
