@@ -21,6 +21,7 @@
 #include "gpipe/models/registry.h"
 #include "gpipe/profile.h"
 #include "gpipe/stage.h"
+#include "gpipe/timing.h"
 #include "tables/breakdown.h"
 #include "tables/projection.h"
 
@@ -118,8 +119,12 @@ struct ProjectionCheck {
   double other_cores_profiled = 0;
   // Each round's projected / measured - 1 (one entry per round; ScalingOptions::check_rounds).
   std::vector<double> round_errors;
-  // projected / measured - 1, of the medians over the rounds.
-  double error() const { return projected_samples_per_s / measured_samples_per_s - 1.0; }
+  // The check: the median of the rounds' own errors. A round's profile and its measurement run
+  // within a minute of each other, so each pair shares that minute's machine, which drifts by
+  // tens of percent between rounds; without rounds, the medians' error below.
+  double error() const { return round_errors.empty() ? error_of_medians() : median(round_errors); }
+  // projected / measured - 1, of the medians over the rounds (the pairing lost).
+  double error_of_medians() const { return projected_samples_per_s / measured_samples_per_s - 1.0; }
 };
 
 // For each (model, source) among `table`'s rows, divides samples/s by the samples/s of that

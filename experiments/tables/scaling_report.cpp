@@ -96,6 +96,7 @@ nlohmann::json to_json(const ScalingResult& result) {
                       {"measured_samples_per_s", c.measured_samples_per_s},
                       {"projected_samples_per_s", c.projected_samples_per_s},
                       {"error", c.error()},
+                      {"error_of_medians", c.error_of_medians()},
                       {"round_errors", c.round_errors},
                       {"other_cores_measured", c.other_cores_measured},
                       {"other_cores_profiled", c.other_cores_profiled}});
@@ -227,8 +228,11 @@ std::string to_markdown(const ScalingResult& result) {
            "measured step.";
     if (rounds > 1) {
       out << " Each check ran " << rounds
-          << " rounds, each a fresh profile and then the measured run, and compares the "
-             "medians over the rounds; the last column gives every round's own error.";
+          << " rounds, each a fresh profile and then the measured run; the samples/s are the "
+             "medians over the rounds and the error is the median of the rounds' own errors "
+             "(each round's profile and measurement share that minute's machine, which drifts "
+             "by tens of percent between rounds). The last two columns give the error of the two "
+             "medians (the pairing lost) and every round's own error.";
     }
     out << "\n\n";
     std::vector<std::string> header{"model",
@@ -241,8 +245,8 @@ std::string to_markdown(const ScalingResult& result) {
                                     "other load measured / profiled"};
     std::vector<bool> right{false, true, true, false, true, true, true, true};
     if (rounds > 1) {
-      header.push_back("each round");
-      right.push_back(true);
+      header.insert(header.end(), {"of the medians", "each round"});
+      right.insert(right.end(), {true, true});
     }
     TextTable checks(header, right);
     for (const auto& c : result.checks) {
@@ -259,6 +263,7 @@ std::string to_markdown(const ScalingResult& result) {
         std::vector<std::string> each;
         for (const double e : c.round_errors)
           each.push_back(fixed(100 * e, 1) + "%");
+        cells.push_back(fixed(100 * c.error_of_medians(), 1) + "%");
         cells.push_back(c10::Join(", ", each));
       }
       checks.add_row(cells);

@@ -320,12 +320,18 @@ TEST(ScalingReport, MarkdownCsvAndJsonCarryOursAndThePapers) {
   const auto csv = to_csv(result);
   EXPECT_NE(csv.find("table2,amoebanet-d"), std::string::npos) << csv;
 
-  // Several check rounds: the medians are compared and every round's error is listed.
+  // Several check rounds: the check is the median of the rounds' own errors, and the error of
+  // the medians and every round's error are listed beside it.
   result.options.check_rounds = 3;
   result.checks[0].round_errors = {-0.2, 0.05, 0.1};
+  EXPECT_DOUBLE_EQ(result.checks[0].error(), 0.05);
+  EXPECT_NEAR(to_json(result)["checks"][0]["error_of_medians"].get<double>(), 10.0 / 11.0 - 1.0,
+              1e-12);
   const auto rounds_markdown = to_markdown(result);
   EXPECT_NE(rounds_markdown.find("Each check ran 3 rounds"), std::string::npos) << rounds_markdown;
-  EXPECT_NE(rounds_markdown.find("| -20.0%, 5.0%, 10.0% |"), std::string::npos) << rounds_markdown;
+  EXPECT_NE(rounds_markdown.find("| 5.0% |"), std::string::npos) << rounds_markdown;
+  EXPECT_NE(rounds_markdown.find("| -9.1% | -20.0%, 5.0%, 10.0% |"), std::string::npos)
+      << rounds_markdown;
   EXPECT_EQ(to_json(result)["checks"][0]["round_errors"].size(), 3u);
   EXPECT_EQ(to_json(result)["check_rounds"], 3);
 }
