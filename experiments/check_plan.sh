@@ -4,7 +4,9 @@
 # tight one (that forces K >= 2 or re-materialisation), gpipe_plan ranks the plans, runs its top
 # 3 (--verify 3) and predicts and runs 13 hand-picked shapes (--grid), one of them two
 # data-parallel replicas (R = 2, run as two gpipe_train processes). The 16 run in turn, 3 rounds
-# over (--verify-rounds), so the machine's drift falls on all of them alike.
+# over (--verify-rounds), so the machine's drift falls on all of them alike; each round also
+# predicts each plan again from its calibration measured right before it (--verify-paired), which
+# the machine's drift between planning and measuring does not move.
 # summary.md/json: per scenario the prediction errors of every measured plan, the planner's first
 # choice against the fastest grid shape that fit (measured), and the planning time.
 # Usage: experiments/check_plan.sh [BUILD_DIR]   (run on an otherwise idle machine)
@@ -36,7 +38,7 @@ run() {  # NAME BUDGET FLAGS...
   echo "== $name ($budget)" >&2
   # shellcheck disable=SC2068
   (cd "$root" && "$bin/gpipe_plan" $@ --memory-per-device "$budget" --top 5 \
-    --verify 3 --verify-rounds 3 --grid "$grid" --json "results/plan/${name}.json")
+    --verify 3 --verify-rounds 3 --verify-paired --grid "$grid" --json "results/plan/${name}.json")
 }
 run mlp-1GiB 1GiB $mlp
 run mlp-256MiB 256MiB $mlp

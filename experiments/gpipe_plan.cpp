@@ -54,38 +54,52 @@ std::vector<std::string> without_flags(const std::vector<std::string>& args,
 
 // The user's arguments less those a plan sets or only the planner reads.
 std::vector<std::string> passthrough(int argc, char** argv) {
-  return without_flags(std::vector<std::string>(argv + 1, argv + argc), {"--partitions",
-                                                                         "-K",
-                                                                         "--balance",
-                                                                         "--balance-by",
-                                                                         "--stage-balance",
-                                                                         "--chunks",
-                                                                         "-M",
-                                                                         "--checkpoint",
-                                                                         "--schedule",
-                                                                         "--virtual-stages",
-                                                                         "--devices",
-                                                                         "--json",
-                                                                         "--threads-per-device",
-                                                                         "--memory-per-device",
-                                                                         "--plan",
-                                                                         "--link",
-                                                                         "--top",
-                                                                         "--verify",
-                                                                         "--verify-rounds",
-                                                                         "--cache",
-                                                                         "--grid",
-                                                                         "--allreduce-gbs",
-                                                                         "--max-chunks",
-                                                                         "--max-replicas"});
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) != "--verify-paired") args.push_back(argv[i]);  // takes no value
+  }
+  return without_flags(args, {"--partitions",
+                              "-K",
+                              "--balance",
+                              "--balance-by",
+                              "--stage-balance",
+                              "--chunks",
+                              "-M",
+                              "--checkpoint",
+                              "--schedule",
+                              "--virtual-stages",
+                              "--devices",
+                              "--json",
+                              "--threads-per-device",
+                              "--memory-per-device",
+                              "--plan",
+                              "--link",
+                              "--top",
+                              "--verify",
+                              "--verify-rounds",
+                              "--calibration-rounds",
+                              "--cache",
+                              "--grid",
+                              "--allreduce-gbs",
+                              "--max-chunks",
+                              "--max-replicas"});
 }
 
 // Measures one round of `plan`: in this process, or as gpipe_train processes (the program beside
 // this one) when its replicas need several. 2 warm-up steps, then about a second of steps over
 // all `rounds` and at least 5 (3 a round): a median of 5 steps of a few tens of milliseconds
 // moves with every hiccup of a shared machine.
+// With `paired`, the plan's calibration is measured again first and the plan predicted from it:
+// that round's prediction, sharing the measurement's minute of a drifting machine.
 void measure(plan::Plan& plan, plan::CostBook& book, const plan::PlanRequest& request,
-             const std::vector<std::string>& pass, int rounds) {
+             const std::vector<std::string>& pass, int rounds, bool paired) {
+  if (paired) {
+    const double now = book.measure_calibration(plan::calibration_name(book, request, plan.shape));
+    plan.paired_round_ms.push_back(
+        plan::predict(book, request, plan.shape, plan.stage_balance, now).step_ms);
+    spdlog::info("paired prediction {:.1f} ms (planned {:.1f} ms)", plan.paired_round_ms.back(),
+                 plan.step_ms);
+  }
   const int warmup = 2;
   const int steps = steps_lasting(1000.0 / rounds, plan.step_ms, rounds == 1 ? 5 : 3);
   if (plan.shape.R == 1) return plan::verify(plan, book, request, warmup, steps);
@@ -153,6 +167,8 @@ int main(int argc, char** argv) {
   train::add_train_flags(app, options);
   std::string link = "none", cache, grid;
   int64_t top = 5, verify_top = 0, verify_rounds = 3, max_chunks = 32, max_replicas = 0;
+  int calibration_rounds = 3;
+  bool verify_paired = false;
   double allreduce_gbs = 0;
   const char* group = "Planner";
   app.add_option("--link", link, "copy between stages: none | pcie | nvlink | tpu")
@@ -164,6 +180,17 @@ int main(int argc, char** argv) {
       ->group(group);
   app.add_option("--verify-rounds", verify_rounds,
                  "measure the verified and grid plans in turn this many times (median of all)")
+      ->capture_default_str()
+      ->group(group);
+  app.add_flag("--verify-paired", verify_paired,
+               "also predict each measured plan in each round from its calibration measured right "
+               "before that round (paired_predicted_round_ms): a check of the cost model that the "
+               "machine's drift between planning and measuring does not move")
+      ->group(group);
+  app.add_option(
+         "--calibration-rounds", calibration_rounds,
+         "measure the calibration steps of the plans within 1.25x of the fastest (6 at most) this "
+         "many times, all in turn, and predict from the medians")
       ->capture_default_str()
       ->group(group);
   app.add_option("--grid", grid,
@@ -187,17 +214,20 @@ int main(int argc, char** argv) {
   return train::run_with_presets(app, argc, argv, [&] {
     const auto start = std::chrono::steady_clock::now();
     GPIPE_CHECK(
-        top >= 1 && verify_top >= 0 && verify_rounds >= 1 && max_chunks >= 1 && allreduce_gbs >= 0,
+        top >= 1 && verify_top >= 0 && verify_rounds >= 1 && calibration_rounds >= 1 &&
+            max_chunks >= 1 && allreduce_gbs >= 0,
         ConfigError,
-        "--top, --verify-rounds and --max-chunks must be >= 1, --verify and --allreduce-gbs >= 0; "
-        "got --top ",
-        top, ", --verify-rounds ", verify_rounds, ", --max-chunks ", max_chunks, ", --verify ",
-        verify_top, ", --allreduce-gbs ", allreduce_gbs);
+        "--top, --verify-rounds, --calibration-rounds and --max-chunks must be >= 1, --verify and "
+        "--allreduce-gbs >= 0; got --top ",
+        top, ", --verify-rounds ", verify_rounds, ", --calibration-rounds ", calibration_rounds,
+        ", --max-chunks ", max_chunks, ", --verify ", verify_top, ", --allreduce-gbs ",
+        allreduce_gbs);
     auto request = train::plan_request(options);
     request.link = link;
     request.max_chunks = max_chunks;
     request.max_replicas = max_replicas;
     request.allreduce_gbs = allreduce_gbs;
+    request.calibration_rounds = calibration_rounds;
     link_preset(link);  // validates the name
     std::vector<plan::PlanShape> grid_shapes;
     for (const auto& item : cli::parse_strings(grid, ';'))
@@ -216,6 +246,13 @@ int main(int argc, char** argv) {
         result.ranked.begin(),
         result.ranked.begin() + std::min<int64_t>(top, result.ranked.size()));
     const auto pass = passthrough(argc, argv);
+    // The grid's predictions rest on calibrations measured in as many rounds as the plans'.
+    std::vector<std::string> grid_calibrations;
+    for (const auto& shape : grid_shapes) {
+      plan::predict(book, request, shape);
+      grid_calibrations.push_back(plan::calibration_name(book, request, shape));
+    }
+    book.calibrate_in_rounds(grid_calibrations, calibration_rounds);
     std::vector<plan::Plan> grid_plans;
     for (const auto& shape : grid_shapes)
       grid_plans.push_back(plan::predict(book, request, shape));
@@ -228,7 +265,8 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < to_measure.size(); ++i) {
         spdlog::info("measuring, round {} of {}, plan {} of {}: {}", round, verify_rounds, i + 1,
                      to_measure.size(), to_measure[i]->shape.describe());
-        measure(*to_measure[i], book, request, pass, static_cast<int>(verify_rounds));
+        measure(*to_measure[i], book, request, pass, static_cast<int>(verify_rounds),
+                verify_paired);
       }
     }
     print_table(shown, request);
@@ -244,6 +282,8 @@ int main(int argc, char** argv) {
         for (const auto& p : plans) {
           auto j = plan::to_json(p, request);
           j["command"] = command(p, request, pass);
+          j["calibration_rounds"] =
+              book.calibration_rounds(plan::calibration_name(book, request, p.shape));
           j["fits"] =
               request.memory_per_device <= 0 || p.max_peak_bytes() <= request.memory_per_device;
           list.push_back(j);

@@ -23,9 +23,25 @@ def errors(p):
             measured_peak)
 
 
+def paired_error(p):
+    """Median over rounds of that round's prediction (from a calibration measured right before
+    it) over its measured median, less 1; None without --verify-paired."""
+    pairs = [a / b - 1 for a, b in zip(p.get("paired_predicted_round_ms", []),
+                                       p.get("measured_round_ms", []))]
+    if not pairs:
+        return None
+    pairs.sort()
+    mid = len(pairs) // 2
+    return pairs[mid] if len(pairs) % 2 else (pairs[mid - 1] + pairs[mid]) / 2
+
+
 def spread(rounds):
     """How far the slowest round's median was above the fastest's (0 with one round)."""
     return max(rounds) / min(rounds) - 1 if rounds else 0.0
+
+
+def pct(value, spec):
+    return "-" if value is None else format(value, spec)
 
 
 def main(folder):
@@ -47,6 +63,9 @@ def main(folder):
                                  "predicted_step_ms": p["predicted_step_ms"],
                                  "round_ms": p.get("measured_round_ms", []),
                                  "round_spread": spread(p.get("measured_round_ms", [])),
+                                 "paired_time_error": paired_error(p),
+                                 "calibration_rounds": len(p.get("calibration_rounds", [])),
+                                 "calibration_spread": spread(p.get("calibration_rounds", [])),
                                  "fits_measured": peak <= budget})
         first = run["plans"][0]
         fitting_grid = [m for m in measured if m["kind"] == "grid" and m["fits_measured"]]
@@ -69,6 +88,12 @@ def main(folder):
             "max_round_spread": max(m["round_spread"] for m in measured),
             "within_15_percent": sum(abs(m["time_error"]) <= 0.15 and abs(m["peak_error"]) <= 0.15
                                      for m in measured),
+            "paired_within_15_percent": sum(
+                m["paired_time_error"] is not None and abs(m["paired_time_error"]) <= 0.15
+                and abs(m["peak_error"]) <= 0.15 for m in measured),
+            "max_abs_paired_time_error": max((abs(m["paired_time_error"]) for m in measured
+                                              if m["paired_time_error"] is not None),
+                                             default=None),
             "measured_plans": len(measured),
             "runs": measured})
     with open(os.path.join(folder, "summary.json"), "w") as f:
@@ -81,28 +106,40 @@ def main(folder):
              "was faster). Every plan was measured in rounds (all plans in turn, round after "
              "round) and its measured ms is the median step of all rounds; `rounds ms` are each "
              "round's medians and `round spread` the slowest round over the fastest, less 1: "
-             "what the machine's drift alone moved one plan's measurement by.", "",
+             "what the machine's drift alone moved one plan's measurement by. `calibrations` "
+             "are how many times the plan's calibration step (its prediction's scale) was "
+             "measured and their spread, the same ratio. `paired err` (with "
+             "`--verify-paired`): each round the plan's calibration was measured again right "
+             "before its steps and the plan predicted from it; the median over rounds of that "
+             "prediction over the round's measured median, less 1, which the machine's drift "
+             "between planning and measuring does not move; `within 15%` counts the plans "
+             "predicted at planning time, `paired` those paired.", "",
              "| scenario | planning s | first choice | predicted ms | measured ms | fastest grid "
              "shape that fit | its ms | grid faster | max time err | max peak err | within 15% "
-             "| max round spread |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| paired | max paired err | max round spread |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append("| {scenario} | {planning_seconds:.1f} | {first_choice} | "
                      "{first_predicted_ms:.1f} | {first_measured_ms:.1f} | {best_grid} | "
                      "{best_grid_measured_ms:.1f} | {best_grid_speedup_over_first:+.1%} | "
                      "{max_abs_time_error:.1%} | {max_abs_peak_error:.1%} | "
-                     "{within_15_percent}/{measured_plans} | {max_round_spread:.1%} |".format(**r))
+                     "{within_15_percent}/{measured_plans} | {paired_within_15_percent}/"
+                     "{measured_plans} | {paired} | {max_round_spread:.1%} |".format(
+                         paired=pct(r["max_abs_paired_time_error"], ".1%"), **r))
     lines += ["", "Every measured plan:", "",
               "| scenario | source | shape | predicted ms | measured ms | time err | peak err "
-              "| rounds ms | round spread |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "| paired err | rounds ms | round spread | calibrations |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         for m in r["runs"]:
-            lines.append("| {} | {} | {} | {:.1f} | {:.1f} | {:+.1%} | {:+.1%} | {} | {:.1%} |"
+            lines.append("| {} | {} | {} | {:.1f} | {:.1f} | {:+.1%} | {:+.1%} | {} | {} | {:.1%} "
+                         "| {}, {:.1%} |"
                          .format(r["scenario"], m["kind"], m["shape"], m["predicted_step_ms"],
                                  m["measured_step_ms"], m["time_error"], m["peak_error"],
+                                 pct(m["paired_time_error"], "+.1%"),
                                  " / ".join("{:.1f}".format(x) for x in m["round_ms"]),
-                                 m["round_spread"]))
+                                 m["round_spread"], m["calibration_rounds"],
+                                 m["calibration_spread"]))
     with open(os.path.join(folder, "summary.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

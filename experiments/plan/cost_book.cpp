@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "gpipe/distributed.h"
@@ -36,10 +37,11 @@ nlohmann::json machine() {
   return {{"host", host}, {"cores", std::thread::hardware_concurrency()}, {"cpu", cpu}};
 }
 
-// A calibration measures about this long, and at least 2 steps: the median of 3 steps of a few
-// milliseconds is one scheduler hiccup away from wrong on a shared machine, while a third step
-// of a second would only lengthen planning.
-constexpr double kCalibrationMs = 500;
+// One measurement of a calibration lasts about this long, and at least one step after the
+// warm-up: the median of 3 steps of a few milliseconds is one scheduler hiccup away from wrong on
+// a shared machine, while the contenders' calibrations are measured in rounds (each in turn,
+// spread over the planning) rather than in a longer burst that one slow moment can cover.
+constexpr double kCalibrationMs = 300;
 
 std::string entry_name(int64_t microbatch, int threads) {
   return std::to_string(microbatch) + "x" + std::to_string(threads);
@@ -116,7 +118,12 @@ CostBook::CostBook(models::ModelConfig model, Pipeline::OptimizerFactory optimiz
   try {
     const auto& entries = cache_json.at(key_);
     if (entries.contains("state_slots")) state_slots_ = entries.at("state_slots").get<int64_t>();
-    if (entries.contains("calibration")) entries.at("calibration").get_to(calibration_);
+    if (entries.contains("calibration")) {
+      // A number in caches written before calibrations had rounds.
+      for (const auto& [name, value] : entries.at("calibration").items())
+        calibration_[name] = value.is_number() ? std::vector<double>{value.get<double>()}
+                                               : value.get<std::vector<double>>();
+    }
     if (entries.contains("allreduce")) entries.at("allreduce").get_to(allreduce_);
     for (const auto& [name, value] : entries.at("costs").items()) {
       const auto x = name.find('x');
@@ -155,18 +162,59 @@ const MicrobatchCosts& CostBook::at(int64_t microbatch, int threads) {
   return stored;
 }
 
-double CostBook::calibration(int64_t microbatch, int threads, int64_t stages, int64_t replicas,
-                             int64_t max_chunks) {
+std::string CostBook::calibration_name(int64_t microbatch, int threads, int64_t stages,
+                                       int64_t replicas, int64_t max_chunks) const {
   GPIPE_CHECK(stages >= 1 && replicas >= 1 && max_chunks >= 1, ConfigError,
               "calibration needs stages, replicas and max_chunks >= 1, got ", stages, ", ",
               replicas, " and ", max_chunks);
   const int64_t K = std::min(stages, num_layers_);
   // With 2K micro-batches both ends of the pipeline are busy at once for most of the step.
   const int64_t M = std::min(2 * K, max_chunks);
-  const auto name = entry_name(microbatch, threads) + "x" + std::to_string(K) + "x" +
-                    std::to_string(M) + "x" + std::to_string(replicas);
+  return entry_name(microbatch, threads) + "x" + std::to_string(K) + "x" + std::to_string(M) + "x" +
+         std::to_string(replicas);
+}
+
+double CostBook::calibration(int64_t microbatch, int threads, int64_t stages, int64_t replicas,
+                             int64_t max_chunks) {
+  const auto name = calibration_name(microbatch, threads, stages, replicas, max_chunks);
   const auto found = calibration_.find(name);
-  if (found != calibration_.end()) return found->second;
+  if (found != calibration_.end() && !found->second.empty()) return median(found->second);
+  const double ratio = measure_calibration(name);
+  calibration_[name] = {ratio};
+  save();
+  return ratio;
+}
+
+int64_t CostBook::calibrate_in_rounds(const std::vector<std::string>& names, int rounds) {
+  GPIPE_CHECK(rounds >= 1, ConfigError, "calibration rounds must be >= 1, got ", rounds);
+  int64_t made = 0;
+  for (int round = 1; round <= rounds; ++round) {
+    for (const auto& name : names) {
+      if (static_cast<int>(calibration_rounds(name).size()) >= round) continue;
+      spdlog::info("calibration round {} of {}: {}", round, rounds, name);
+      const double ratio = measure_calibration(name);
+      calibration_[name].push_back(ratio);
+      ++made;
+    }
+  }
+  if (made > 0) save();
+  return made;
+}
+
+std::vector<double> CostBook::calibration_rounds(const std::string& name) const {
+  const auto found = calibration_.find(name);
+  return found == calibration_.end() ? std::vector<double>{} : found->second;
+}
+
+double CostBook::measure_calibration(const std::string& name) {
+  std::vector<int64_t> v;  // micro-batch, threads, K, M, R
+  std::istringstream parts(name);
+  for (std::string part; std::getline(parts, part, 'x');)
+    v.push_back(std::stoll(part));
+  GPIPE_CHECK(v.size() == 5, ConfigError, "a calibration is named micro-batch x threads x K x M x ",
+              "R (calibration_name), got ", name);
+  const int64_t microbatch = v[0], K = v[2], M = v[3], replicas = v[4];
+  const int threads = static_cast<int>(v[1]);
   GPIPE_CHECK(devices_.empty() || static_cast<int64_t>(devices_.size()) >= K * replicas,
               ConfigError, "calibrating ", replicas, " replica(s) of ", K, " stage(s) needs ",
               K * replicas, " devices, the plan has ", devices_.size());
@@ -176,7 +224,7 @@ double CostBook::calibration(int64_t microbatch, int threads, int64_t stages, in
   const auto balance = tables::balance_by_time(costs, K);
   const double simulated =
       tables::project_step(costs, K, M, Checkpoint::kNever, link_preset("none"), balance).step_ms;
-  const int steps = steps_lasting(kCalibrationMs, simulated, 2);
+  const int steps = steps_lasting(kCalibrationMs, simulated, 1);
   const auto builder = models::make_model(model_);
   const auto batch = builder->sample_batch(microbatch * M, seed_ + 1);
   // The replicas run at once, each on its own K devices, as data-parallel replicas share the
@@ -193,10 +241,7 @@ double CostBook::calibration(int64_t microbatch, int threads, int64_t stages, in
     measured[r] = tables::measure_training(*builder, batch, shape, optimizer_, 1, steps, seed_)
                       .median_step_ms;
   });
-  const double ratio = *std::max_element(measured.begin(), measured.end()) / simulated;
-  calibration_[name] = ratio;
-  save();
-  return ratio;
+  return *std::max_element(measured.begin(), measured.end()) / simulated;
 }
 
 double CostBook::allreduce_ms(int64_t stages, int64_t replicas, double bytes) {

@@ -8,7 +8,8 @@
 // at every (micro-batch, threads) the search asks for, and keeps the results in memory and,
 // optionally, in a cache file keyed by the model's configuration and the machine, so a second
 // planning run of the same model measures nothing. Each (micro-batch, threads, K, M, R) is also
-// calibrated once against real steps, and each data-parallel width's gradient all-reduce timed.
+// calibrated against real steps (in rounds, for the plans that contend), and each data-parallel
+// width's gradient all-reduce timed.
 #pragma once
 
 #include <cstdint>
@@ -47,9 +48,24 @@ class CostBook {
   // longer in cache. `replicas` > 1 runs that many such steps at once on their own devices, as a
   // data-parallel plan's replicas share the machine (the slowest counts). `max_chunks` (the plan's
   // M) keeps the step to the plan's batch: 2K micro-batches of the largest size would cost 2K
-  // plans' steps to calibrate. Measured on first use.
+  // plans' steps to calibrate. Measured once on first use; the median of its rounds once
+  // calibrate_in_rounds has measured it again.
   double calibration(int64_t microbatch, int threads, int64_t stages, int64_t replicas,
                      int64_t max_chunks);
+  // The calibration those arguments name ("micro-batch x threads x K x M x R").
+  std::string calibration_name(int64_t microbatch, int threads, int64_t stages, int64_t replicas,
+                               int64_t max_chunks) const;
+  // Measures the named calibrations (calibration_name) again, one round of all of them after
+  // another, until each has `rounds` measurements (a cached one counts its stored rounds); returns
+  // how many it made. A calibration anchors every prediction that uses it, and this machine's
+  // speed drifts by tens of percent within a minute, so one measurement taken at a slow moment
+  // would mark all those plans slow; rounds spread each over the whole calibration.
+  int64_t calibrate_in_rounds(const std::vector<std::string>& names, int rounds);
+  // One measurement of the calibration `name` (calibration_name) now: measured over simulated.
+  // Not kept; what a check pairs with a measurement taken right after it.
+  double measure_calibration(const std::string& name);
+  // The measurements behind a calibration (empty if not made).
+  std::vector<double> calibration_rounds(const std::string& name) const;
   // Milliseconds of the data-parallel gradient all-reduce: `stages` groups of `replicas` ranks at
   // once (each stage sums over its replicas), each summing `bytes` the way the trainer does
   // (grad_reducer.h: buckets of PipelineOptions' default size, one after another), Gloo over
@@ -81,8 +97,9 @@ class CostBook {
   int64_t state_slots_ = -1;
   int64_t measured_ = 0;
   std::map<std::pair<int64_t, int>, MicrobatchCosts> costs_;
-  std::map<std::string, double> calibration_;  // "microbatch x threads x K x M x R"
-  std::map<std::string, double> allreduce_;    // "K x R x MiB"
+  // "micro-batch x threads x K x M x R": each round's measured over simulated.
+  std::map<std::string, std::vector<double>> calibration_;
+  std::map<std::string, double> allreduce_;  // "K x R x MiB"
 };
 
 }  // namespace gpipe::plan

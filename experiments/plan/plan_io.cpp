@@ -113,6 +113,7 @@ nlohmann::json to_json(const Plan& plan, const PlanRequest& request) {
   if (plan.measured_step_ms) {
     json["measured_step_ms"] = *plan.measured_step_ms;
     json["measured_round_ms"] = plan.measured_round_ms;
+    if (!plan.paired_round_ms.empty()) json["paired_predicted_round_ms"] = plan.paired_round_ms;
     json["measured_peak_bytes_per_device"] = plan.measured_peak_bytes;
   }
   return json;

@@ -193,13 +193,25 @@ std::vector<double> predict_peak_bytes(const tables::LayerCosts& costs, const Sc
   return peaks;
 }
 
+std::string calibration_name(const CostBook& book, const PlanRequest& request,
+                             const PlanShape& shape) {
+  return book.calibration_name(request.batch / shape.R / shape.M, shape.threads, shape.K, shape.R,
+                               shape.M);
+}
+
 Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape,
              const std::vector<int64_t>& stage_balance) {
-  const int64_t micro = request.batch / shape.R / shape.M;
-  const auto& costs = book.at(micro, shape.threads).layers;
   // Isolated layer costs scaled to what real steps through the engine take, R replicas at once
   // (cost_book.h).
-  const double slowdown = book.calibration(micro, shape.threads, shape.K, shape.R, shape.M);
+  return predict(book, request, shape, stage_balance,
+                 book.calibration(request.batch / shape.R / shape.M, shape.threads, shape.K,
+                                  shape.R, shape.M));
+}
+
+Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape,
+             const std::vector<int64_t>& stage_balance, double slowdown) {
+  const int64_t micro = request.batch / shape.R / shape.M;
+  const auto& costs = book.at(micro, shape.threads).layers;
   const auto schedule = make_schedule(shape.schedule, shape.K, shape.M, shape.v);
   Plan plan;
   plan.shape = shape;
@@ -249,7 +261,15 @@ Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape)
   return fastest ? *fastest : *smallest;
 }
 
-SearchResult search(CostBook& book, const PlanRequest& request) {
+namespace {
+
+// Plans predicted within this factor of the fastest have their calibrations measured in rounds,
+// at most this many calibrations (the fastest plans' first): a calibration takes a second or two
+// of a Transformer's steps, and planning should stay within a minute.
+constexpr double kContenderSlack = 1.25;
+constexpr size_t kMaxContenders = 6;
+
+SearchResult search_once(CostBook& book, const PlanRequest& request) {
   SearchResult out;
   for (const auto& shape : candidate_shapes(request, book.num_layers())) {
     auto plan = predict(book, request, shape);
@@ -269,6 +289,24 @@ SearchResult search(CostBook& book, const PlanRequest& request) {
     return a.max_peak_bytes() < b.max_peak_bytes();
   });
   return out;
+}
+
+}  // namespace
+
+SearchResult search(CostBook& book, const PlanRequest& request) {
+  auto out = search_once(book, request);
+  if (request.calibration_rounds <= 1 || out.ranked.empty()) return out;
+  std::vector<std::string> contenders;
+  for (const auto& plan : out.ranked) {
+    const auto name = calibration_name(book, request, plan.shape);
+    if (contenders.size() < kMaxContenders &&
+        plan.step_ms <= kContenderSlack * out.ranked.front().step_ms &&
+        std::find(contenders.begin(), contenders.end(), name) == contenders.end()) {
+      contenders.push_back(name);
+    }
+  }
+  if (book.calibrate_in_rounds(contenders, request.calibration_rounds) == 0) return out;
+  return search_once(book, request);  // everything measured now: predictions only
 }
 
 }  // namespace gpipe::plan

@@ -12,7 +12,7 @@
 //             (2 (R-1)/R x bytes / bandwidth), not overlapped: on a CPU the summing thread
 //             takes cores the backward would use; every compute cost is scaled by a
 //             calibration: R real GPipe steps of K devices at once, at the plan's micro-batch,
-//             measured over simulated (CostBook::calibration)
+//             measured over simulated (CostBook::calibration), in rounds for the contenders
 //   memory    replay of each device's lowered action list: an F keeps the stage's activations
 //             (only its input when checkpointed), an R adds them back, a B frees them (a split B
 //             leaves those of layers that defer weight gradients to its W) and needs its
@@ -69,6 +69,9 @@ struct Plan {
   std::optional<double> measured_step_ms;
   std::vector<double> measured_steps_ms;  // every timed step of every round
   std::vector<double> measured_round_ms;  // each round's median step
+  // With a paired check (gpipe_plan --verify-paired): each round's prediction from a calibration
+  // measured right before that round's steps, so prediction and measurement share its minute.
+  std::vector<double> paired_round_ms;
   std::vector<int64_t> measured_peak_bytes;
 
   double max_peak_bytes() const;
@@ -86,6 +89,11 @@ struct PlanRequest {
   double allreduce_gbs = 0;
   int64_t max_chunks = 32;
   int64_t max_replicas = 0;  // 0: as many as the devices allow
+  // Measurements of each contending plan's calibration (CostBook::calibrate_in_rounds): after a
+  // first search, the calibrations of the plans predicted within 1.25x of the fastest (at most
+  // 6 calibrations, the fastest plans' first) are measured in rounds, all in turn, and the search
+  // repeated on their medians. 1: one measurement each.
+  int calibration_rounds = 3;
 };
 
 // Every shape the search considers for a model of `num_layers` layers.
@@ -97,9 +105,16 @@ std::vector<double> predict_peak_bytes(const tables::LayerCosts& costs, const Sc
                                        const std::vector<int64_t>& stage_balance,
                                        Checkpoint checkpoint, int64_t state_slots);
 
+// The calibration (CostBook::calibration_name) a plan of `shape` is predicted with.
+std::string calibration_name(const CostBook& book, const PlanRequest& request,
+                             const PlanShape& shape);
+
 // `shape` with the given stage balance, predicted.
 Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape,
              const std::vector<int64_t>& stage_balance);
+// The same with its compute scaled by `slowdown` instead of the book's calibration.
+Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape,
+             const std::vector<int64_t>& stage_balance, double slowdown);
 // `shape` with its best balance: the fastest that fits, or the smallest peak when none fits.
 Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape);
 

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "gpipe/errors.h"
+#include "gpipe/timing.h"
 #include "plan/planner.h"
 #include "test_util.h"
 #include "train/optimization.h"
@@ -18,6 +19,7 @@ PlanRequest cpu_request(int64_t cores, int64_t batch) {
   PlanRequest request;
   request.cores = cores;
   request.batch = batch;
+  request.calibration_rounds = 1;  // one calibration each: the rounds have a test of their own
   return request;
 }
 
@@ -195,6 +197,68 @@ TEST_F(PlanSearch, CalibrationRunsEachReplicaCountOnceAndIsCached) {
   // Replicas need devices of their own.
   CostBook one_device(mlp(), sgd(), "", 0, {"cpu:0"});
   EXPECT_CONFIG_ERROR(one_device.calibration(2, 1, 1, 2, 1), "needs 2 devices, the plan has 1");
+}
+
+// Calibrations measured again in rounds give their median, are kept with every round in the
+// cache (which may still hold a single number from before rounds), and a search with rounds
+// measures its contenders' calibrations that many times.
+TEST_F(PlanSearch, CalibrationsInRoundsGiveTheirMedianAndAreCached) {
+  const auto path = std::filesystem::temp_directory_path() / "gpipe_plan_rounds_test.json";
+  std::filesystem::remove(path);
+  CostBook book(mlp(), sgd(), path.string());
+  const double first = book.calibration(2, 1, 1, 1, 4);
+  const auto name = book.calibration_name(2, 1, 1, 1, 4);
+  const auto other = book.calibration_name(4, 1, 1, 1, 1);
+  EXPECT_EQ(name, "2x1x1x2x1");
+  EXPECT_EQ(book.calibrate_in_rounds({name, other}, 3), 5);  // 2 more of one, 3 of the other
+  const auto rounds = book.calibration_rounds(name);
+  ASSERT_EQ(rounds.size(), 3u);
+  EXPECT_EQ(rounds[0], first);
+  EXPECT_EQ(book.calibration(2, 1, 1, 1, 4), median(rounds));
+  EXPECT_EQ(book.calibration_rounds(other).size(), 3u);
+  EXPECT_EQ(book.calibrate_in_rounds({name, other}, 3), 0);
+  EXPECT_CONFIG_ERROR(book.calibrate_in_rounds({name}, 0), "rounds must be >= 1, got 0");
+  {
+    CostBook cached(mlp(), sgd(), path.string());
+    EXPECT_EQ(cached.calibration_rounds(name), rounds);
+  }
+  // A cache written before rounds: one number.
+  nlohmann::json cache;
+  std::ifstream(path) >> cache;
+  cache.begin().value()["calibration"][name] = 1.25;
+  std::ofstream(path) << cache.dump();
+  CostBook old(mlp(), sgd(), path.string());
+  EXPECT_EQ(old.calibration(2, 1, 1, 1, 4), 1.25);
+  EXPECT_EQ(old.calibration_rounds(name).size(), 1u);
+  std::filesystem::remove(path);
+  // The search: the fastest plan's calibration has every round.
+  CostBook fresh(mlp(), sgd());
+  auto request = cpu_request(2, 8);
+  request.max_chunks = 2;
+  request.calibration_rounds = 2;
+  const auto result = search(fresh, request);
+  ASSERT_FALSE(result.ranked.empty());
+  EXPECT_EQ(fresh.calibration_rounds(calibration_name(fresh, request, result.ranked.front().shape))
+                .size(),
+            2u);
+}
+
+// A plan predicted from another calibration scales its compute by it (no link: the whole
+// pipeline and the optimizer step), the all-reduce apart.
+TEST_F(PlanSearch, APredictionScalesWithItsCalibration) {
+  CostBook book(mlp(), sgd());
+  const auto request = cpu_request(2, 8);
+  const auto shape = parse_plan_shape("K=2,M=4,schedule=1f1b");
+  const auto planned = predict(book, request, shape);
+  const double slowdown = book.calibration(2, 1, 2, 1, 4);
+  const auto twice = predict(book, request, shape, planned.stage_balance, 2 * slowdown);
+  EXPECT_NEAR(twice.pipeline_ms, 2 * planned.pipeline_ms, 1e-9 * planned.pipeline_ms);
+  EXPECT_NEAR(twice.update_ms, 2 * planned.update_ms, 1e-9 * planned.update_ms);
+  EXPECT_EQ(twice.peak_bytes, planned.peak_bytes);
+  // A calibration measured now is another measurement of the same ratio, not kept.
+  const auto name = calibration_name(book, request, shape);
+  EXPECT_GT(book.measure_calibration(name), 0);
+  EXPECT_EQ(book.calibration_rounds(name).size(), 1u);
 }
 
 // The replicas' gradient all-reduce is timed once per (K, R, MiB), kept in the cache, and what a
