@@ -248,10 +248,8 @@ int main(int argc, char** argv) {
     const auto pass = passthrough(argc, argv);
     // The grid's predictions rest on calibrations measured in as many rounds as the plans'.
     std::vector<std::string> grid_calibrations;
-    for (const auto& shape : grid_shapes) {
-      plan::predict(book, request, shape);
+    for (const auto& shape : grid_shapes)
       grid_calibrations.push_back(plan::calibration_name(book, request, shape));
-    }
     book.calibrate_in_rounds(grid_calibrations, calibration_rounds);
     std::vector<plan::Plan> grid_plans;
     for (const auto& shape : grid_shapes)

@@ -9,6 +9,7 @@ Usage: scripts/plan_summary.py RESULTS_DIR
 import glob
 import json
 import os
+import statistics
 import sys
 
 
@@ -28,11 +29,7 @@ def paired_error(p):
     it) over its measured median, less 1; None without --verify-paired."""
     pairs = [a / b - 1 for a, b in zip(p.get("paired_predicted_round_ms", []),
                                        p.get("measured_round_ms", []))]
-    if not pairs:
-        return None
-    pairs.sort()
-    mid = len(pairs) // 2
-    return pairs[mid] if len(pairs) % 2 else (pairs[mid - 1] + pairs[mid]) / 2
+    return statistics.median(pairs) if pairs else None
 
 
 def spread(rounds):

@@ -81,6 +81,15 @@ std::vector<std::vector<int64_t>> candidate_balances(const tables::LayerCosts& c
   return {unique.begin(), unique.end()};
 }
 
+// The samples of one micro-batch of `shape`: the batch split over R replicas and M micro-batches.
+int64_t microbatch(const PlanRequest& request, const PlanShape& shape) {
+  GPIPE_CHECK(shape.R >= 1 && shape.M >= 1 && request.batch % (shape.R * shape.M) == 0, ConfigError,
+              shape.describe(), ": R x M = ", shape.R * shape.M, " does not divide the batch of ",
+              request.batch, "; pick an M that divides the batch of each replica (",
+              request.batch / shape.R, ")");
+  return request.batch / shape.R / shape.M;
+}
+
 }  // namespace
 
 double Plan::max_peak_bytes() const {
@@ -195,7 +204,7 @@ std::vector<double> predict_peak_bytes(const tables::LayerCosts& costs, const Sc
 
 std::string calibration_name(const CostBook& book, const PlanRequest& request,
                              const PlanShape& shape) {
-  return book.calibration_name(request.batch / shape.R / shape.M, shape.threads, shape.K, shape.R,
+  return book.calibration_name(microbatch(request, shape), shape.threads, shape.K, shape.R,
                                shape.M);
 }
 
@@ -203,14 +212,14 @@ Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape,
              const std::vector<int64_t>& stage_balance) {
   // Isolated layer costs scaled to what real steps through the engine take, R replicas at once
   // (cost_book.h).
-  return predict(book, request, shape, stage_balance,
-                 book.calibration(request.batch / shape.R / shape.M, shape.threads, shape.K,
-                                  shape.R, shape.M));
+  return predict(
+      book, request, shape, stage_balance,
+      book.calibration(microbatch(request, shape), shape.threads, shape.K, shape.R, shape.M));
 }
 
 Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape,
              const std::vector<int64_t>& stage_balance, double slowdown) {
-  const int64_t micro = request.batch / shape.R / shape.M;
+  const int64_t micro = microbatch(request, shape);
   const auto& costs = book.at(micro, shape.threads).layers;
   const auto schedule = make_schedule(shape.schedule, shape.K, shape.M, shape.v);
   Plan plan;
@@ -247,7 +256,7 @@ Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape,
 }
 
 Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape) {
-  const auto& costs = book.at(request.batch / shape.R / shape.M, shape.threads).layers;
+  const auto& costs = book.at(microbatch(request, shape), shape.threads).layers;
   const int64_t kept = shape.checkpoint == Checkpoint::kNever ? std::min(shape.M, shape.K) : 1;
   std::optional<Plan> fastest, smallest;
   for (const auto& balance :

@@ -36,6 +36,7 @@ gpipe_cli_test(plan_bad_rounds 2 "--verify-rounds 0" ${bin}/gpipe_plan ${tiny_ml
 gpipe_cli_test(plan_calibration_rounds 0 "calibration round 2 of 2" ${bin}/gpipe_plan ${tiny_mlp} --calibration-rounds 2)
 gpipe_cli_test(plan_bad_calibration_rounds 2 "--calibration-rounds 0" ${bin}/gpipe_plan ${tiny_mlp} --calibration-rounds 0)
 gpipe_cli_test(plan_bad_grid 2 "unknown plan key 'Z'" ${bin}/gpipe_plan ${tiny_mlp} --grid "K=1,Z=2")
+gpipe_cli_test(plan_grid_uneven 2 "does not divide the batch of 8" ${bin}/gpipe_plan ${tiny_mlp} --grid "K=2,M=3")
 gpipe_cli_test(train_plan_auto 0 "--plan auto chose" ${bin}/gpipe_train --model mlp --layers 4 --width 32 --batch-size 8 --steps 2 --plan auto --memory-per-device 64MiB)
 gpipe_cli_test(train_plan_unknown 2 "--plan fastest is not a plan" ${bin}/gpipe_train --plan fastest --steps 1)
 gpipe_cli_test(train_plan_nothing_fits 2 "no plan fits" ${bin}/gpipe_train --model mlp --layers 4 --batch-size 8 --steps 1 --plan auto --memory-per-device 1KiB)
