@@ -37,15 +37,16 @@ namespace {
 using namespace gpipe;
 
 // `args` less the flags in `drop` (each with its value, whether given as "--flag value" or
-// "--flag=value"; every flag in `drop` takes one).
+// "--flag=value") and the flags in `bare`, which take none.
 std::vector<std::string> without_flags(const std::vector<std::string>& args,
-                                       const std::set<std::string>& drop) {
+                                       const std::set<std::string>& drop,
+                                       const std::set<std::string>& bare = {}) {
   std::vector<std::string> kept;
   for (size_t i = 0; i < args.size(); ++i) {
     const auto name = args[i].substr(0, args[i].find('='));
-    if (drop.count(name) == 0) {
+    if (drop.count(name) == 0 && bare.count(name) == 0) {
       kept.push_back(args[i]);
-    } else if (name == args[i]) {
+    } else if (name == args[i] && bare.count(name) == 0) {
       ++i;  // skip the value
     }
   }
@@ -54,35 +55,33 @@ std::vector<std::string> without_flags(const std::vector<std::string>& args,
 
 // The user's arguments less those a plan sets or only the planner reads.
 std::vector<std::string> passthrough(int argc, char** argv) {
-  std::vector<std::string> args;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) != "--verify-paired") args.push_back(argv[i]);  // takes no value
-  }
-  return without_flags(args, {"--partitions",
-                              "-K",
-                              "--balance",
-                              "--balance-by",
-                              "--stage-balance",
-                              "--chunks",
-                              "-M",
-                              "--checkpoint",
-                              "--schedule",
-                              "--virtual-stages",
-                              "--devices",
-                              "--json",
-                              "--threads-per-device",
-                              "--memory-per-device",
-                              "--plan",
-                              "--link",
-                              "--top",
-                              "--verify",
-                              "--verify-rounds",
-                              "--calibration-rounds",
-                              "--cache",
-                              "--grid",
-                              "--allreduce-gbs",
-                              "--max-chunks",
-                              "--max-replicas"});
+  return without_flags(std::vector<std::string>(argv + 1, argv + argc),
+                       {"--partitions",
+                        "-K",
+                        "--balance",
+                        "--balance-by",
+                        "--stage-balance",
+                        "--chunks",
+                        "-M",
+                        "--checkpoint",
+                        "--schedule",
+                        "--virtual-stages",
+                        "--devices",
+                        "--json",
+                        "--threads-per-device",
+                        "--memory-per-device",
+                        "--plan",
+                        "--link",
+                        "--top",
+                        "--verify",
+                        "--verify-rounds",
+                        "--calibration-rounds",
+                        "--cache",
+                        "--grid",
+                        "--allreduce-gbs",
+                        "--max-chunks",
+                        "--max-replicas"},
+                       {"--verify-paired"});
 }
 
 // Measures one round of `plan`: in this process, or as gpipe_train processes (the program beside
@@ -280,8 +279,9 @@ int main(int argc, char** argv) {
         for (const auto& p : plans) {
           auto j = plan::to_json(p, request);
           j["command"] = command(p, request, pass);
-          j["calibration_rounds"] =
-              book.calibration_rounds(plan::calibration_name(book, request, p.shape));
+          j["calibration"] =
+              book.calibration_in_use(plan::calibration_name(book, request, p.shape));
+          j["calibration_rounds"] = book.calibration_rounds(j["calibration"]);
           j["fits"] =
               request.memory_per_device <= 0 || p.max_peak_bytes() <= request.memory_per_device;
           list.push_back(j);

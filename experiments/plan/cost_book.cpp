@@ -163,20 +163,24 @@ const MicrobatchCosts& CostBook::at(int64_t microbatch, int threads) {
 }
 
 std::string CostBook::calibration_name(int64_t microbatch, int threads, int64_t stages,
-                                       int64_t replicas, int64_t max_chunks) const {
+                                       int64_t replicas, int64_t max_chunks,
+                                       Checkpoint checkpoint) const {
   GPIPE_CHECK(stages >= 1 && replicas >= 1 && max_chunks >= 1, ConfigError,
               "calibration needs stages, replicas and max_chunks >= 1, got ", stages, ", ",
               replicas, " and ", max_chunks);
   const int64_t K = std::min(stages, num_layers_);
   // With 2K micro-batches both ends of the pipeline are busy at once for most of the step.
   const int64_t M = std::min(2 * K, max_chunks);
+  // A never calibration keeps the name it had before modes had their own (caches stay valid).
   return entry_name(microbatch, threads) + "x" + std::to_string(K) + "x" + std::to_string(M) + "x" +
-         std::to_string(replicas);
+         std::to_string(replicas) +
+         (checkpoint == Checkpoint::kNever ? "" : "/" + to_string(checkpoint));
 }
 
 double CostBook::calibration(int64_t microbatch, int threads, int64_t stages, int64_t replicas,
-                             int64_t max_chunks) {
-  const auto name = calibration_name(microbatch, threads, stages, replicas, max_chunks);
+                             int64_t max_chunks, Checkpoint checkpoint) {
+  const auto name = calibration_in_use(
+      calibration_name(microbatch, threads, stages, replicas, max_chunks, checkpoint));
   const auto found = calibration_.find(name);
   if (found != calibration_.end() && !found->second.empty()) return median(found->second);
   const double ratio = measure_calibration(name);
@@ -206,24 +210,33 @@ std::vector<double> CostBook::calibration_rounds(const std::string& name) const 
   return found == calibration_.end() ? std::vector<double>{} : found->second;
 }
 
+std::string CostBook::calibration_in_use(const std::string& name) const {
+  return calibration_rounds(name).empty() ? name.substr(0, name.find('/')) : name;
+}
+
 double CostBook::measure_calibration(const std::string& name) {
   std::vector<int64_t> v;  // micro-batch, threads, K, M, R
-  std::istringstream parts(name);
+  const auto slash = name.find('/');
+  std::istringstream parts(name.substr(0, slash));
   for (std::string part; std::getline(parts, part, 'x');)
     v.push_back(std::stoll(part));
   GPIPE_CHECK(v.size() == 5, ConfigError, "a calibration is named micro-batch x threads x K x M x ",
-              "R (calibration_name), got ", name);
+              "R[/checkpoint] (calibration_name), got ", name);
+  const auto checkpoint =
+      slash == std::string::npos ? Checkpoint::kNever : parse_checkpoint(name.substr(slash + 1));
   const int64_t microbatch = v[0], K = v[2], M = v[3], replicas = v[4];
   const int threads = static_cast<int>(v[1]);
   GPIPE_CHECK(devices_.empty() || static_cast<int64_t>(devices_.size()) >= K * replicas,
               ConfigError, "calibrating ", replicas, " replica(s) of ", K, " stage(s) needs ",
               K * replicas, " devices, the plan has ", devices_.size());
   const auto& costs = at(microbatch, threads).layers;
-  spdlog::info("calibrating: {} GPipe step(s) of K={} M={} at micro-batch {} with {} thread(s)",
-               replicas, K, M, microbatch, threads);
+  spdlog::info(
+      "calibrating: {} GPipe step(s) of K={} M={} at micro-batch {} with {} thread(s), checkpoint "
+      "{}",
+      replicas, K, M, microbatch, threads, to_string(checkpoint));
   const auto balance = tables::balance_by_time(costs, K);
   const double simulated =
-      tables::project_step(costs, K, M, Checkpoint::kNever, link_preset("none"), balance).step_ms;
+      tables::project_step(costs, K, M, checkpoint, link_preset("none"), balance).step_ms;
   const int steps = steps_lasting(kCalibrationMs, simulated, 1);
   const auto builder = models::make_model(model_);
   const auto batch = builder->sample_batch(microbatch * M, seed_ + 1);
@@ -234,7 +247,7 @@ double CostBook::measure_calibration(const std::string& name) {
     tables::RunShape shape;
     shape.balance = balance;
     shape.chunks = M;
-    shape.checkpoint = Checkpoint::kNever;
+    shape.checkpoint = checkpoint;
     shape.threads_per_device = threads;
     for (int64_t k = r * K; k < (r + 1) * K; ++k)
       shape.devices.push_back(devices_.empty() ? "cpu:" + std::to_string(k) : devices_[k]);

@@ -42,19 +42,28 @@ class CostBook {
   const MicrobatchCosts& at(int64_t microbatch, int threads);
   // How much longer a real training step through the engine takes than the simulator predicts
   // from these isolated layer costs: a GPipe step of K = `stages` devices (M = min(2K,
-  // max_chunks), time-balanced, no recompute) at `microbatch`, measured over simulated. It carries
-  // what isolated layers do not show: CPU devices sharing one machine's memory bandwidth and
-  // caches, the engine's own work per action and per step, and layers running on data that is no
-  // longer in cache. `replicas` > 1 runs that many such steps at once on their own devices, as a
-  // data-parallel plan's replicas share the machine (the slowest counts). `max_chunks` (the plan's
-  // M) keeps the step to the plan's batch: 2K micro-batches of the largest size would cost 2K
-  // plans' steps to calibrate. Measured once on first use; the median of its rounds once
-  // calibrate_in_rounds has measured it again.
+  // max_chunks), time-balanced, the plan's `checkpoint`) at `microbatch`, measured over
+  // simulated. It carries what isolated layers do not show: CPU devices sharing one machine's
+  // memory bandwidth and caches, the engine's own work per action and per step, and layers running
+  // on data that is no longer in cache. `replicas` > 1 runs that many such steps at once on their
+  // own devices, as a data-parallel plan's replicas share the machine (the slowest counts).
+  // `max_chunks` (the plan's M) keeps the step to the plan's batch: 2K micro-batches of the
+  // largest size would cost 2K plans' steps to calibrate. Measured once on first use; the median
+  // of its rounds once calibrate_in_rounds has measured it again.
+  // Re-materialisation changes the ratio: a step that keeps every micro-batch's activations runs
+  // its forwards and backwards on data gone cold (AmoebaNet-D, K=2, micro-batch 4: 1.3x the
+  // profile), while a checkpointed step rebuilds them right before each backward, so each mode
+  // has its own calibration once measured (calibrate_in_rounds, for the contenders and the grid).
+  // Until then a re-materialising mode is screened with its shape's never calibration, which
+  // overprices it (AmoebaNet-D K=2 M=8 always: +15-20%, its own +0-4%) but keeps the search to one
+  // calibration per shape.
   double calibration(int64_t microbatch, int threads, int64_t stages, int64_t replicas,
-                     int64_t max_chunks);
-  // The calibration those arguments name ("micro-batch x threads x K x M x R").
+                     int64_t max_chunks, Checkpoint checkpoint = Checkpoint::kNever);
+  // The calibration those arguments name ("micro-batch x threads x K x M x R", then
+  // "/checkpoint" unless it is never).
   std::string calibration_name(int64_t microbatch, int threads, int64_t stages, int64_t replicas,
-                               int64_t max_chunks) const;
+                               int64_t max_chunks,
+                               Checkpoint checkpoint = Checkpoint::kNever) const;
   // Measures the named calibrations (calibration_name) again, one round of all of them after
   // another, until each has `rounds` measurements (a cached one counts its stored rounds); returns
   // how many it made. A calibration anchors every prediction that uses it, and this machine's
@@ -66,6 +75,9 @@ class CostBook {
   double measure_calibration(const std::string& name);
   // The measurements behind a calibration (empty if not made).
   std::vector<double> calibration_rounds(const std::string& name) const;
+  // The calibration a prediction named `name` uses now: itself once measured, or while a
+  // re-materialising one is not, its never twin (calibration()).
+  std::string calibration_in_use(const std::string& name) const;
   // Milliseconds of the data-parallel gradient all-reduce: `stages` groups of `replicas` ranks at
   // once (each stage sums over its replicas), each summing `bytes` the way the trainer does
   // (grad_reducer.h: buckets of PipelineOptions' default size, one after another), Gloo over
@@ -97,7 +109,7 @@ class CostBook {
   int64_t state_slots_ = -1;
   int64_t measured_ = 0;
   std::map<std::pair<int64_t, int>, MicrobatchCosts> costs_;
-  // "micro-batch x threads x K x M x R": each round's measured over simulated.
+  // calibration_name: each round's measured over simulated.
   std::map<std::string, std::vector<double>> calibration_;
   std::map<std::string, double> allreduce_;  // "K x R x MiB"
 };

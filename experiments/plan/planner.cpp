@@ -204,17 +204,17 @@ std::vector<double> predict_peak_bytes(const tables::LayerCosts& costs, const Sc
 
 std::string calibration_name(const CostBook& book, const PlanRequest& request,
                              const PlanShape& shape) {
-  return book.calibration_name(microbatch(request, shape), shape.threads, shape.K, shape.R,
-                               shape.M);
+  return book.calibration_name(microbatch(request, shape), shape.threads, shape.K, shape.R, shape.M,
+                               shape.checkpoint);
 }
 
 Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape,
              const std::vector<int64_t>& stage_balance) {
   // Isolated layer costs scaled to what real steps through the engine take, R replicas at once
   // (cost_book.h).
-  return predict(
-      book, request, shape, stage_balance,
-      book.calibration(microbatch(request, shape), shape.threads, shape.K, shape.R, shape.M));
+  return predict(book, request, shape, stage_balance,
+                 book.calibration(microbatch(request, shape), shape.threads, shape.K, shape.R,
+                                  shape.M, shape.checkpoint));
 }
 
 Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape,

@@ -23,6 +23,12 @@ PlanRequest cpu_request(int64_t cores, int64_t batch) {
   return request;
 }
 
+// One section ("calibration", "allreduce", ...) of the only model in a cost cache file.
+nlohmann::json cache_section(const std::filesystem::path& path, const std::string& section) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in).begin().value().at(section);
+}
+
 TEST(Plan, CandidateShapesCoverTheSpaceAndOnlyIt) {
   const auto shapes = candidate_shapes(cpu_request(2, 8), 6);
   bool k1_all_threads = false, interleaved = false, replicas = false;
@@ -185,8 +191,7 @@ TEST_F(PlanSearch, CalibrationRunsEachReplicaCountOnceAndIsCached) {
   const double two = first.calibration(2, 1, 1, 2, 1);  // two replicas of M = 1
   EXPECT_GT(one, 0);
   EXPECT_GT(two, 0);
-  std::ifstream in(path);
-  const auto cache = nlohmann::json::parse(in).begin().value().at("calibration");
+  const auto cache = cache_section(path, "calibration");
   EXPECT_TRUE(cache.contains("2x1x1x2x1")) << cache.dump();
   EXPECT_TRUE(cache.contains("2x1x1x1x2")) << cache.dump();
   CostBook second(mlp(), sgd(), path.string());
@@ -243,6 +248,30 @@ TEST_F(PlanSearch, CalibrationsInRoundsGiveTheirMedianAndAreCached) {
             2u);
 }
 
+// A re-materialising plan is predicted from its shape's never calibration until its own mode's
+// is measured (in rounds, as contenders' and grid shapes' are), then from its own, which runs its
+// step with that mode; both are kept in the cache.
+TEST_F(PlanSearch, ARecomputingPlanIsScreenedWithTheNeverCalibrationUntilItsOwnIsMeasured) {
+  const auto path = std::filesystem::temp_directory_path() / "gpipe_plan_mode_test.json";
+  std::filesystem::remove(path);
+  CostBook book(mlp(), sgd(), path.string());
+  const auto never = book.calibration_name(2, 1, 1, 1, 4);
+  const auto always = book.calibration_name(2, 1, 1, 1, 4, Checkpoint::kAlways);
+  EXPECT_EQ(always, "2x1x1x2x1/always");
+  EXPECT_EQ(book.calibration(2, 1, 1, 1, 4, Checkpoint::kAlways), book.calibration(2, 1, 1, 1, 4));
+  EXPECT_EQ(book.calibration_in_use(always), never);
+  EXPECT_TRUE(book.calibration_rounds(always).empty());
+  EXPECT_EQ(book.calibrate_in_rounds({always}, 1), 1);
+  EXPECT_EQ(book.calibration_in_use(always), always);
+  EXPECT_EQ(book.calibration(2, 1, 1, 1, 4, Checkpoint::kAlways),
+            book.calibration_rounds(always)[0]);
+  CostBook cached(mlp(), sgd(), path.string());
+  EXPECT_EQ(cached.calibration_rounds(always), book.calibration_rounds(always));
+  EXPECT_CONFIG_ERROR(book.measure_calibration(never + "/sometimes"),
+                      "unknown checkpoint mode 'sometimes'");
+  std::filesystem::remove(path);
+}
+
 // A plan predicted from another calibration scales its compute by it (no link: the whole
 // pipeline and the optimizer step), the all-reduce apart.
 TEST_F(PlanSearch, APredictionScalesWithItsCalibration) {
@@ -271,8 +300,7 @@ TEST_F(PlanSearch, TheAllReduceIsTimedOncePerWidthAndCached) {
   const double two = first.allreduce_ms(2, 2, 3 << 20);  // two stages' groups at once
   EXPECT_GT(one, 0);
   EXPECT_GT(two, 0);
-  std::ifstream in(path);
-  const auto cache = nlohmann::json::parse(in).begin().value().at("allreduce");
+  const auto cache = cache_section(path, "allreduce");
   EXPECT_TRUE(cache.contains("1x2x3")) << cache.dump();
   EXPECT_TRUE(cache.contains("2x2x3")) << cache.dump();
   CostBook second(mlp(), sgd(), path.string());
