@@ -89,11 +89,14 @@ std::vector<std::string> passthrough(int argc, char** argv) {
 // all `rounds` and at least 5 (3 a round): a median of 5 steps of a few tens of milliseconds
 // moves with every hiccup of a shared machine.
 // With `paired`, the plan's calibration is measured again first and the plan predicted from it:
-// that round's prediction, sharing the measurement's minute of a drifting machine.
+// that round's prediction, sharing the measurement's minute of a drifting machine. It warms up
+// for 2 steps: after one, a Transformer calibration measured right after a plan run as processes
+// came out 35-40% slow in every round while the plan's own steps right after it ran as predicted.
 void measure(plan::Plan& plan, plan::CostBook& book, const plan::PlanRequest& request,
              const std::vector<std::string>& pass, int rounds, bool paired) {
   if (paired) {
-    const double now = book.measure_calibration(plan::calibration_name(book, request, plan.shape));
+    const double now =
+        book.measure_calibration(plan::calibration_name(book, request, plan.shape), 2);
     plan.paired_round_ms.push_back(
         plan::predict(book, request, plan.shape, plan.stage_balance, now).step_ms);
     spdlog::info("paired prediction {:.1f} ms (planned {:.1f} ms)", plan.paired_round_ms.back(),

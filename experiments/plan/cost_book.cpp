@@ -214,7 +214,7 @@ std::string CostBook::calibration_in_use(const std::string& name) const {
   return calibration_rounds(name).empty() ? name.substr(0, name.find('/')) : name;
 }
 
-double CostBook::measure_calibration(const std::string& name) {
+double CostBook::measure_calibration(const std::string& name, int warmup) {
   std::vector<int64_t> v;  // micro-batch, threads, K, M, R
   const auto slash = name.find('/');
   std::istringstream parts(name.substr(0, slash));
@@ -230,10 +230,8 @@ double CostBook::measure_calibration(const std::string& name) {
               ConfigError, "calibrating ", replicas, " replica(s) of ", K, " stage(s) needs ",
               K * replicas, " devices, the plan has ", devices_.size());
   const auto& costs = at(microbatch, threads).layers;
-  spdlog::info(
-      "calibrating: {} GPipe step(s) of K={} M={} at micro-batch {} with {} thread(s), checkpoint "
-      "{}",
-      replicas, K, M, microbatch, threads, to_string(checkpoint));
+  spdlog::info("calibrating: {} GPipe step(s), K={} M={} {} at micro-batch {}, {} thread(s)",
+               replicas, K, M, to_string(checkpoint), microbatch, threads);
   const auto balance = tables::balance_by_time(costs, K);
   const double simulated =
       tables::project_step(costs, K, M, checkpoint, link_preset("none"), balance).step_ms;
@@ -251,7 +249,7 @@ double CostBook::measure_calibration(const std::string& name) {
     shape.threads_per_device = threads;
     for (int64_t k = r * K; k < (r + 1) * K; ++k)
       shape.devices.push_back(devices_.empty() ? "cpu:" + std::to_string(k) : devices_[k]);
-    measured[r] = tables::measure_training(*builder, batch, shape, optimizer_, 1, steps, seed_)
+    measured[r] = tables::measure_training(*builder, batch, shape, optimizer_, warmup, steps, seed_)
                       .median_step_ms;
   });
   return *std::max_element(measured.begin(), measured.end()) / simulated;

@@ -51,12 +51,12 @@ class CostBook {
   // largest size would cost 2K plans' steps to calibrate. Measured once on first use; the median
   // of its rounds once calibrate_in_rounds has measured it again.
   // Re-materialisation changes the ratio: a step that keeps every micro-batch's activations runs
-  // its forwards and backwards on data gone cold (AmoebaNet-D, K=2, micro-batch 4: 1.3x the
-  // profile), while a checkpointed step rebuilds them right before each backward, so each mode
-  // has its own calibration once measured (calibrate_in_rounds, for the contenders and the grid).
-  // Until then a re-materialising mode is screened with its shape's never calibration, which
-  // overprices it (AmoebaNet-D K=2 M=8 always: +15-20%, its own +0-4%) but keeps the search to one
-  // calibration per shape.
+  // its forwards and backwards on data gone cold (AmoebaNet-D, K=2, micro-batch 4: its
+  // forwards 1.3x the profile's), while a checkpointed step rebuilds them right before each
+  // backward, so each mode has its own calibration once measured (calibrate_in_rounds, for the
+  // contenders and the grid). Until then a re-materialising mode is screened with its shape's never
+  // calibration, which overprices it (AmoebaNet-D K=2 M=8 always: +15-20%, its own +0-4%) but keeps
+  // the search to one calibration per shape.
   double calibration(int64_t microbatch, int threads, int64_t stages, int64_t replicas,
                      int64_t max_chunks, Checkpoint checkpoint = Checkpoint::kNever);
   // The calibration those arguments name ("micro-batch x threads x K x M x R", then
@@ -70,9 +70,9 @@ class CostBook {
   // speed drifts by tens of percent within a minute, so one measurement taken at a slow moment
   // would mark all those plans slow; rounds spread each over the whole calibration.
   int64_t calibrate_in_rounds(const std::vector<std::string>& names, int rounds);
-  // One measurement of the calibration `name` (calibration_name) now: measured over simulated.
-  // Not kept; what a check pairs with a measurement taken right after it.
-  double measure_calibration(const std::string& name);
+  // One measurement of the calibration `name` (calibration_name) now: measured over simulated,
+  // after `warmup` steps. Not kept; what a check pairs with a measurement taken right after it.
+  double measure_calibration(const std::string& name, int warmup = 1);
   // The measurements behind a calibration (empty if not made).
   std::vector<double> calibration_rounds(const std::string& name) const;
   // The calibration a prediction named `name` uses now: itself once measured, or while a
