@@ -44,9 +44,10 @@ std::vector<std::string> without_flags(const std::vector<std::string>& args,
   std::vector<std::string> kept;
   for (size_t i = 0; i < args.size(); ++i) {
     const auto name = args[i].substr(0, args[i].find('='));
-    if (drop.count(name) == 0 && bare.count(name) == 0) {
+    if (bare.count(name) > 0) continue;
+    if (drop.count(name) == 0) {
       kept.push_back(args[i]);
-    } else if (name == args[i] && bare.count(name) == 0) {
+    } else if (name == args[i]) {
       ++i;  // skip the value
     }
   }
