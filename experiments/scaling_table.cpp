@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   std::string breakdown_out;
   int64_t batch = 0, max_measured_k = 0;
   int warmup = -1, steps = -1, profile_iterations = -1, check_rounds = 1;
+  bool calibrate = true;
   app.add_option("--preset", preset,
                  "quick: scaled-down models, two CPU cores, under 15 minutes; paper: AmoebaNet-D "
                  "(18, 256) and Transformer-48 (Table 3: (18, 128) and Transformer-24) at the "
@@ -89,6 +90,10 @@ int main(int argc, char** argv) {
                  "run; the medians are compared (this machine's speed drifts within minutes)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_flag("--calibrate,!--no-calibrate", calibrate,
+               "scale each model's projected compute costs at each M by a real one-device step "
+               "over its projection (default on, where the model fits this machine; the K=2 "
+               "check then tests what the simulator adds for K stages)");
   app.add_option("--out", out,
                  "write OUT.md, OUT.csv and OUT.json (empty: print only; the PNG is "
                  "scripts/plot_scaling_table.py OUT.json)")
@@ -106,6 +111,7 @@ int main(int argc, char** argv) {
     if (warmup >= 0) options.warmup_steps = warmup;
     if (steps >= 0) options.timed_steps = steps;
     options.check_rounds = check_rounds;
+    options.calibrate = calibrate;
     if (profile_iterations >= 0) {
       GPIPE_CHECK(profile_iterations >= 1, ConfigError, "--profile-iterations must be >= 1, got ",
                   profile_iterations);

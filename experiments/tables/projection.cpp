@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "gpipe/errors.h"
 #include "gpipe/partition.h"
@@ -158,6 +159,37 @@ Projection project_step(const LayerCosts& costs, int64_t K, int64_t M, Checkpoin
   projection.step_ms = projection.pipeline_ms + projection.update_ms;
   projection.bubble_fraction = result.bubble_fraction;
   return projection;
+}
+
+OneDeviceCalibration calibrate_one_device(const models::ModelBuilder& builder,
+                                          const models::SampleBatch& batch, const LayerCosts& costs,
+                                          int64_t M, Checkpoint checkpoint,
+                                          const std::string& device, const std::string& optimizer,
+                                          int warmup, int steps) {
+  RunShape shape;
+  shape.balance = {costs.num_layers()};
+  shape.devices = {device};
+  shape.chunks = M;
+  shape.checkpoint = checkpoint;
+  shape.threads_per_device = 1;
+  OneDeviceCalibration out;
+  out.projected_ms = project_step(costs, 1, M, checkpoint, link_preset("none")).step_ms;
+  out.measured_ms =
+      measure_training(builder, batch, shape, optimizer, warmup, steps).median_step_ms;
+  return out;
+}
+
+LayerCosts scaled_compute(LayerCosts costs, double factor) {
+  GPIPE_CHECK(factor > 0 && std::isfinite(factor), ConfigError,
+              "a calibration factor must be finite and > 0, got ", factor);
+  for (auto* times : {&costs.forward_ms, &costs.no_grad_forward_ms, &costs.recompute_ms,
+                      &costs.backward_ms, &costs.weight_ms, &costs.update_ms}) {
+    for (auto& t : *times)
+      t *= factor;
+  }
+  costs.loss_forward_ms *= factor;
+  costs.loss_backward_ms *= factor;
+  return costs;
 }
 
 bool is_scaled_link(const std::string& name) {

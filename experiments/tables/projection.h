@@ -84,6 +84,27 @@ struct Projection {
 Projection project_step(const LayerCosts& costs, int64_t K, int64_t M, Checkpoint checkpoint,
                         const LinkModel& link_seconds, std::vector<int64_t> balance = {});
 
+// Isolated per-layer costs miss part of what a real step through the engine spends (data gone
+// cold between a micro-batch's forward and its recompute, the executor's hand-offs), as the
+// planner found (plan/cost_book.h). A table calibrates once per model and M: a real one-device
+// GPipe step (K=1 on `device`, the row's N and M, `checkpoint`, one intra-op thread) against its
+// projection from `costs`, and every projected K of that model and M takes the ratio
+// (scaled_compute). The check of a K=2 row against its projection is then the simulator's
+// account of K stages, links and bubbles, not a re-measure of one device.
+struct OneDeviceCalibration {
+  double measured_ms = 0;   // median of the timed one-device steps
+  double projected_ms = 0;  // project_step(costs, 1, M, checkpoint, no link)
+  double ratio() const { return measured_ms / projected_ms; }
+};
+OneDeviceCalibration calibrate_one_device(const models::ModelBuilder& builder,
+                                          const models::SampleBatch& batch, const LayerCosts& costs,
+                                          int64_t M, Checkpoint checkpoint,
+                                          const std::string& device, const std::string& optimizer,
+                                          int warmup, int steps);
+// `costs` with every time (the forwards, backward, W, update and loss) times `factor` (> 0);
+// sizes unchanged.
+LayerCosts scaled_compute(LayerCosts costs, double factor);
+
 // A link of the tables: a preset of link.h (pcie, nvlink, tpu, none), or pcie-scaled /
 // tpu-scaled, that link scaled (LinkModel::scaled) by this machine's compute rate over the
 // accelerator's (the paper's P100: 9.3 TFLOPS fp32; a TPU v3 core: 61.5 TFLOPS bf16), so that a

@@ -56,6 +56,10 @@ void validate(const ScalingOptions& options) {
               options.check_rounds);
   GPIPE_CHECK(options.warmup_steps + options.timed_steps >= 2, ConfigError,
               "--warmup plus --steps must be at least 2 (the first step creates optimizer state)");
+  GPIPE_CHECK(!options.calibrate || (options.calibration_steps >= 1 &&
+                                     options.warmup_steps + options.calibration_steps >= 2),
+              ConfigError, "calibration needs at least one timed step and two in all, got ",
+              options.calibration_steps, " after ", options.warmup_steps, " warm-up step(s)");
   for (const auto& table : options.tables) {
     GPIPE_CHECK(!table.models.empty(), ConfigError, table.id, " has no models (check --models)");
     check_table_link(table.link);
@@ -158,8 +162,14 @@ ScalingResult run_scaling(const ScalingOptions& options) {
     }
   }
 
-  std::map<std::string, LayerCosts> costs_cache;
-  std::map<std::string, double> profile_other_cores;
+  // Per model and micro-batch: the (calibrated) layer costs, who else used the CPU while they
+  // were profiled, and the calibration.
+  struct Profiled {
+    LayerCosts costs;
+    double other_cores = 0;
+    double calibration = 1;
+  };
+  std::map<std::string, Profiled> costs_cache;
   auto warn_if_busy = [](const std::string& what, double other_cores) {
     if (other_cores > 0.25) {
       spdlog::warn(
@@ -170,8 +180,8 @@ ScalingResult run_scaling(const ScalingOptions& options) {
   };
   std::map<std::string, TrainingMeasurement> measured_cache;
   std::set<std::string> checked;
-  // Per measured run: each check round's (projected, measured) samples/s.
-  std::map<std::string, std::vector<std::pair<double, double>>> check_rounds;
+  // Per measured run: each check round's projected and measured samples/s and calibration.
+  std::map<std::string, std::vector<std::tuple<double, double, double>>> check_rounds;
   for (const auto& table : options.tables) {
     const auto& link = result.links.at(table.id);
     for (const auto& model : table.models) {
@@ -192,7 +202,8 @@ ScalingResult run_scaling(const ScalingOptions& options) {
       for (int64_t M : table.chunks) {
         const int64_t micro = model.batch / M;
         const std::string costs_key = c10::str(model_key(model), "/b", micro);
-        // Profiles every layer at this micro-batch (logged with who else used the CPU).
+        // Profiles every layer at this micro-batch (logged with who else used the CPU), then
+        // calibrates the costs by a one-device step where the model can be measured.
         auto profile = [&] {
           const auto t0 = std::chrono::steady_clock::now();
           spdlog::info("{}: profiling {} layers at micro-batch {} (M={})", model.label,
@@ -215,11 +226,22 @@ ScalingResult run_scaling(const ScalingOptions& options) {
               (forward + backward) / static_cast<double>(micro), update, elapsed_s(t0));
           const double other_cores = cpu.read().other_cores;
           warn_if_busy(c10::str(model.label, " profile at micro-batch ", micro), other_cores);
-          return std::make_pair(std::move(c), other_cores);
+          if (!options.calibrate || !can_measure) return Profiled{std::move(c), other_cores, 1.0};
+          const auto t1 = std::chrono::steady_clock::now();
+          const auto calibration = calibrate_one_device(
+              *builder, full_batch, c, M, options.checkpoint, options.device_type + ":0", optimizer,
+              options.warmup_steps, options.calibration_steps);
+          spdlog::info(
+              "{}: calibration at M={}: a one-device step took {:.1f} ms, its projection "
+              "{:.1f} ms, so the projections' compute costs are scaled by {:.3f} ({:.1f} s)",
+              model.label, M, calibration.measured_ms, calibration.projected_ms,
+              calibration.ratio(), elapsed_s(t1));
+          return Profiled{scaled_compute(std::move(c), calibration.ratio()), other_cores,
+                          calibration.ratio()};
         };
-        if (!costs_cache.count(costs_key))
-          std::tie(costs_cache[costs_key], profile_other_cores[costs_key]) = profile();
-        const auto& costs = costs_cache.at(costs_key);
+        if (!costs_cache.count(costs_key)) costs_cache[costs_key] = profile();
+        const auto& profiled = costs_cache.at(costs_key);
+        const auto& costs = profiled.costs;
         for (int64_t K : table.partitions) {
           const auto balance = balance_by_time(costs, K);
           const auto projection = project_step(costs, K, M, options.checkpoint, link.link, balance);
@@ -245,7 +267,8 @@ ScalingResult run_scaling(const ScalingOptions& options) {
             result.breakdown.rows.push_back(b);
           }
           row.balance = balance;
-          row.other_cores = profile_other_cores.at(costs_key);
+          row.other_cores = profiled.other_cores;
+          row.calibration = profiled.calibration;
           row.paper_speedup = paper_speedup(table.id, row.model, K, M);
           result.rows.push_back(row);
           if (K > result.max_measured_k || !can_measure) continue;
@@ -260,10 +283,11 @@ ScalingResult run_scaling(const ScalingOptions& options) {
               c10::str(model_key(model), "/K", K, "/M", M, "/", measured_link);
           const auto& local_link = impose ? link.link : link_preset("none");
           if (!measured_cache.count(run_key)) {
-            // With check rounds, each round profiles afresh right before its measurement.
+            // With check rounds, each round profiles (and calibrates) afresh right before its
+            // measurement.
             auto& rounds = check_rounds[run_key];
             for (int r = 0; r < options.check_rounds; ++r) {
-              const auto fresh = options.check_rounds > 1 ? profile().first : costs;
+              const auto fresh = options.check_rounds > 1 ? profile() : profiled;
               const auto t0 = std::chrono::steady_clock::now();
               spdlog::info("{}: measuring K={} M={} (balance {}) on {} {} devices, link {}{}",
                            model.label, K, M, c10::Join(",", balance), K, options.device_type,
@@ -286,9 +310,10 @@ ScalingResult run_scaling(const ScalingOptions& options) {
                   model.label, K, M, m.median_step_ms, m.cpu.own_cores, elapsed_s(t0));
               warn_if_busy(c10::str(model.label, " K=", K, " M=", M), m.cpu.other_cores);
               const auto projected =
-                  project_step(fresh, K, M, options.checkpoint, local_link, balance);
+                  project_step(fresh.costs, K, M, options.checkpoint, local_link, balance);
               rounds.push_back({samples_per_second(model.batch, projected.step_ms),
-                                samples_per_second(model.batch, m.median_step_ms)});
+                                samples_per_second(model.batch, m.median_step_ms),
+                                fresh.calibration});
               if (r == 0) measured_cache[run_key] = std::move(m);
             }
           }
@@ -318,10 +343,11 @@ ScalingResult run_scaling(const ScalingOptions& options) {
             check.M = M;
             check.link = measured_link;
             std::vector<double> projected, measured_rate;
-            for (const auto& [p, m] : check_rounds.at(run_key)) {
+            for (const auto& [p, m, calibration] : check_rounds.at(run_key)) {
               projected.push_back(p);
               measured_rate.push_back(m);
               check.round_errors.push_back(p / m - 1.0);
+              check.round_calibrations.push_back(calibration);
             }
             check.measured_samples_per_s = median(measured_rate);
             check.projected_samples_per_s = median(projected);

@@ -4,7 +4,8 @@
 // Why this file exists: it is the body of the scaling_table driver, kept out of main() so that
 // its pieces (presets, validation, normalisation, the report) are unit-tested. A row is
 // `measured` when K devices are really there (K CUDA devices, or K CPU cores for K virtual
-// devices with one intra-op thread each); otherwise `projected` (projection.h). Rows with K no
+// devices with one intra-op thread each); otherwise `projected` (projection.h: per-layer costs
+// calibrated by a real one-device step of the same N and M where the model fits). Rows with K no
 // larger than the devices present get both, and the projection check compares the two on this
 // machine's own link (none: CPU virtual devices share memory), so the table checks its own
 // projection. Measured rows are normalised by the measured baseline, projected rows by the
@@ -64,6 +65,11 @@ struct ScalingOptions {
   // machine (this one's speed drifts by tens of percent within minutes); the check compares the
   // medians and keeps every round's error. The table's measured row is round 0's.
   int check_rounds = 1;
+  // Calibrate each model's projections at each M by a real one-device step (projection.h:
+  // calibrate_one_device), where the model fits this machine; the step runs after the warm-up
+  // for this many timed steps.
+  bool calibrate = true;
+  int calibration_steps = 2;
 };
 
 // "quick": scaled-down AmoebaNet-D and Transformer-L that run on two CPU cores in minutes.
@@ -104,6 +110,9 @@ struct ScalingRow {
   // Cores that other processes kept busy while this row was measured (measured rows) or its
   // per-layer costs profiled (projected rows): near 0 on an idle machine.
   double other_cores = 0;
+  // The one-device calibration the projection's compute costs were scaled by (1: none; measured
+  // rows: their projected twin's).
+  double calibration = 1;
 };
 
 // Measured against projected on this machine's link, at the same K, M and partition.
@@ -119,6 +128,8 @@ struct ProjectionCheck {
   double other_cores_profiled = 0;
   // Each round's projected / measured - 1 (one entry per round; ScalingOptions::check_rounds).
   std::vector<double> round_errors;
+  // Each round's one-device calibration (ScalingRow::calibration).
+  std::vector<double> round_calibrations;
   // The check: the median of the rounds' own errors. A round's profile and its measurement run
   // within a minute of each other, so each pair shares that minute's machine, which drifts by
   // tens of percent between rounds; without rounds, the medians' error below.

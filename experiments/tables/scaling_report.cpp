@@ -84,7 +84,8 @@ nlohmann::json to_json(const ScalingResult& result) {
           r.bubble_fraction ? nlohmann::json(*r.bubble_fraction) : nlohmann::json()},
          {"comm_fraction", r.comm_fraction},
          {"balance", r.balance},
-         {"other_cores", r.other_cores}});
+         {"other_cores", r.other_cores},
+         {"calibration", r.calibration}});
   }
   nlohmann::json checks = nlohmann::json::array();
   for (const auto& c : result.checks) {
@@ -98,6 +99,7 @@ nlohmann::json to_json(const ScalingResult& result) {
                       {"error", c.error()},
                       {"error_of_medians", c.error_of_medians()},
                       {"round_errors", c.round_errors},
+                      {"round_calibrations", c.round_calibrations},
                       {"other_cores_measured", c.other_cores_measured},
                       {"other_cores_profiled", c.other_cores_profiled}});
   }
@@ -114,6 +116,8 @@ nlohmann::json to_json(const ScalingResult& result) {
             {"iterations", o.profile.iterations()},
             {"threads", o.profile.threads()}}},
           {"check_rounds", o.check_rounds},
+          {"calibrate", o.calibrate},
+          {"calibration_steps", o.calibration_steps},
           {"machine", result.machine},
           {"seconds", result.seconds},
           {"tables", tables},
@@ -124,14 +128,14 @@ nlohmann::json to_json(const ScalingResult& result) {
 std::string to_csv(const ScalingResult& result) {
   TextTable table({"table", "model", "label", "K", "M", "batch", "source", "link", "step_ms",
                    "samples_per_s", "speedup", "paper_speedup", "bubble_fraction", "comm_fraction",
-                   "balance", "other_cores"});
+                   "balance", "other_cores", "calibration"});
   for (const auto& r : result.rows) {
     table.add_row({r.table, r.model, r.label, std::to_string(r.K), std::to_string(r.M),
                    std::to_string(r.batch), r.source, r.link, fixed(r.step_ms, 3),
                    fixed(r.samples_per_s, 3), r.speedup ? fixed(*r.speedup, 4) : "",
                    r.paper_speedup ? fixed(*r.paper_speedup, 2) : "",
                    r.bubble_fraction ? fixed(*r.bubble_fraction, 4) : "", fixed(r.comm_fraction, 4),
-                   balance_text(r.balance), fixed(r.other_cores, 3)});
+                   balance_text(r.balance), fixed(r.other_cores, 3), fixed(r.calibration, 4)});
   }
   return table.csv();
 }
@@ -158,7 +162,14 @@ std::string to_markdown(const ScalingResult& result) {
          "without gathering BatchNorm statistics), split by the "
          "exact min-max partitioner, run through the simulator's "
          "GPipe schedule with re-materialisation and the table's link model (compute costs are "
-         "this machine's; only the copies follow the link). The paper's columns are GPipe's own "
+         "this machine's; only the copies follow the link). "
+      << (o.calibrate ? "Where the model fits this machine, the compute costs are calibrated "
+                        "first: scaled by a real one-device step (K=1, the row's N, M and "
+                        "re-materialisation) over its projection (column calibration), which "
+                        "prices what isolated layer timings miss; the check of a K=2 row below "
+                        "then tests what the simulator adds for K stages, links and bubbles. "
+                      : "Uncalibrated (--no-calibrate): the per-layer costs as profiled. ")
+      << "The paper's columns are GPipe's own "
          "figures (Table 2: "
       << paper_table2_hardware() << "; Table 3: " << paper_table3_hardware()
       << "), not ours. Other load: the cores that other processes kept busy while a row was "
@@ -203,16 +214,18 @@ std::string to_markdown(const ScalingResult& result) {
         grid.add_row(cells);
       }
       out << grid.markdown() << "\n";
-      TextTable rows({"K", "M", "source", "link", "step ms", "samples/s", "speedup",
-                      "paper speedup", "bubble", "communication", "balance", "other load"},
-                     {true, true, false, false, true, true, true, true, true, true, false, true});
+      TextTable rows(
+          {"K", "M", "source", "link", "step ms", "samples/s", "speedup", "paper speedup", "bubble",
+           "communication", "balance", "other load", "calibration"},
+          {true, true, false, false, true, true, true, true, true, true, false, true, true});
       for (const auto& r : result.rows) {
         if (r.table != t.id || r.model != m.config.name()) continue;
         rows.add_row({std::to_string(r.K), std::to_string(r.M), r.source, r.link,
                       fixed(r.step_ms, 1), fixed(r.samples_per_s, 1), fixed_or_dash(r.speedup, 2),
                       fixed_or_dash(r.paper_speedup, 2),
                       r.bubble_fraction ? fixed(*r.bubble_fraction, 3) : "-",
-                      fixed(r.comm_fraction, 3), balance_text(r.balance), fixed(r.other_cores, 2)});
+                      fixed(r.comm_fraction, 3), balance_text(r.balance), fixed(r.other_cores, 2),
+                      fixed(r.calibration, 3)});
       }
       out << rows.markdown() << "\n";
     }
@@ -227,8 +240,9 @@ std::string to_markdown(const ScalingResult& result) {
            "in-process transport delayed every message as the link would), against the "
            "measured step.";
     if (rounds > 1) {
-      out << " Each check ran " << rounds
-          << " rounds, each a fresh profile and then the measured run; the samples/s are the "
+      out << " Each check ran " << rounds << " rounds, each a fresh profile"
+          << (o.calibrate ? " and calibration" : "")
+          << " and then the measured run; the samples/s are the "
              "medians over the rounds and the error is the median of the rounds' own errors "
              "(each round's profile and measurement share that minute's machine, which drifts "
              "by tens of percent between rounds). The last two columns give the error of the two "

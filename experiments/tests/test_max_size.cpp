@@ -241,6 +241,23 @@ TEST(Projection, LayerCostsOfARealModelFeedAProjection) {
   EXPECT_EQ(p.balance.size(), 2u);
 }
 
+TEST(Projection, ACalibratedOneDeviceProjectionIsTheMeasuredOneDeviceStep) {
+  const auto builder = models::make_model(tiny_transformer(2));
+  const auto costs = measure_layer_costs(
+      builder->build(), builder->sample_batch(2, 3), builder->loss(), DeviceSpec::parse("cpu:0"),
+      make_optimizer("adam"), ProfileOptions().warmup(0).iterations(1).threads(1));
+  const auto calibration = calibrate_one_device(*builder, builder->sample_batch(4, 4), costs, 2,
+                                                Checkpoint::kAlways, "cpu:0", "adam", 1, 1);
+  ASSERT_GT(calibration.measured_ms, 0);
+  EXPECT_NEAR(calibration.projected_ms,
+              project_step(costs, 1, 2, Checkpoint::kAlways, link_preset("none")).step_ms, 1e-9);
+  const auto calibrated = scaled_compute(costs, calibration.ratio());
+  EXPECT_NEAR(project_step(calibrated, 1, 2, Checkpoint::kAlways, link_preset("none")).step_ms,
+              calibration.measured_ms, 1e-6 * calibration.measured_ms);
+  EXPECT_EQ(calibrated.output_bytes, costs.output_bytes);  // what the links carry stays
+  EXPECT_EQ(calibrated.activation_bytes, costs.activation_bytes);
+}
+
 TEST(MaxSize, ASmallRealSearchConfirmsItsAnswerByMeasurement) {
   MaxSizeOptions options;
   options.preset = "test";

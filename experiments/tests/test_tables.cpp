@@ -154,6 +154,25 @@ TEST(Projection, RecomputeAddsTheForwardOfEveryCheckpointedMicroBatch) {
   EXPECT_NEAR(except_last.step_ms - never.step_ms, 3 * 4.0, 1e-9);
 }
 
+TEST(Projection, ScaledComputeScalesEveryTimeButNotTheLink) {
+  auto costs = uniform_costs(4, 1.0, 2.0, 0.5, 1e6);
+  costs.loss_forward_ms = 0.25;
+  const auto scaled = scaled_compute(costs, 2.0);
+  for (auto M : {1, 8}) {
+    // Without a link the simulated step is linear in the costs.
+    EXPECT_NEAR(project_step(scaled, 2, M, Checkpoint::kAlways, link_preset("none")).step_ms,
+                2 * project_step(costs, 2, M, Checkpoint::kAlways, link_preset("none")).step_ms,
+                1e-9);
+  }
+  // On a slow link the transfers keep their time, so the step grows by less than the factor.
+  const auto slow = link_preset("pcie").scaled(1e-4);
+  EXPECT_LT(project_step(scaled, 2, 1, Checkpoint::kNever, slow).step_ms,
+            2 * project_step(costs, 2, 1, Checkpoint::kNever, slow).step_ms - 1.0);
+  EXPECT_EQ(scaled.output_bytes, costs.output_bytes);
+  EXPECT_CONFIG_ERROR(scaled_compute(costs, 0), "finite and > 0");
+  EXPECT_CONFIG_ERROR(scaled_compute(costs, std::nan("")), "finite and > 0");
+}
+
 TEST(Projection, TheLossGoesToTheLastStageAndTheLinkCarriesStageOutputs) {
   auto costs = uniform_costs(4, 1.0, 2.0, 0.0, 1000);
   costs.output_bytes = {100, 200, 300, 400};
@@ -274,6 +293,11 @@ TEST(ScalingOptions, BadInputIsNamed) {
   options = scaling_preset("quick");
   options.timed_steps = 0;
   EXPECT_CONFIG_ERROR(validate(options), "--steps >= 1");
+  options = scaling_preset("quick");
+  options.calibration_steps = 0;
+  EXPECT_CONFIG_ERROR(validate(options), "calibration needs at least one timed step");
+  options.calibrate = false;
+  EXPECT_NO_THROW(validate(options));
 }
 
 TEST(ScalingReport, MarkdownCsvAndJsonCarryOursAndThePapers) {
@@ -292,7 +316,7 @@ TEST(ScalingReport, MarkdownCsvAndJsonCarryOursAndThePapers) {
     result.rows.push_back(r);
   }
   normalise(result.rows, "table2", 2, 1);
-  result.checks.push_back({model, "label", 2, 1, "none", 11, 10, 0, 0, {10.0 / 11.0 - 1.0}});
+  result.checks.push_back({model, "label", 2, 1, "none", 11, 10, 0, 0, {10.0 / 11.0 - 1.0}, {1.0}});
   result.rows[2].comm_fraction = 0.25;
   result.command = "scaling_table --preset quick";
   result.machine = {
