@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   int warmup = -1, steps = -1, profile_iterations = -1, check_rounds = 1;
   bool calibrate = true;
   app.add_option("--preset", preset,
-                 "quick: scaled-down models, two CPU cores, under 15 minutes; paper: AmoebaNet-D "
+                 "quick: scaled-down models, two CPU cores, about 17 minutes; paper: AmoebaNet-D "
                  "(18, 256) and Transformer-48 (Table 3: (18, 128) and Transformer-24) at the "
                  "paper's dimensions (hours; Transformer measured rows need ~40 GiB)")
       ->capture_default_str();
