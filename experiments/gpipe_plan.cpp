@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
   train::add_train_flags(app, options);
   std::string link = "none", cache, grid;
   int64_t top = 5, verify_top = 0, verify_rounds = 3, max_chunks = 32, max_replicas = 0;
-  int calibration_rounds = 3;
+  int calibration_rounds = 3, calibration_extra_rounds = 0;
   bool verify_paired = false;
   double allreduce_gbs = 0;
   const char* group = "Planner";
@@ -196,6 +196,12 @@ int main(int argc, char** argv) {
          "many times, all in turn, and predict from the medians")
       ->capture_default_str()
       ->group(group);
+  app.add_option("--calibration-extra-rounds", calibration_extra_rounds,
+                 "then measure again, up to this many rounds more, the calibrations of the plans "
+                 "within 1.10x of the fastest (3 at most) and of the grid whose rounds spread over "
+                 "10% (slowest over fastest): rounds taken in busy minutes are outvoted")
+      ->capture_default_str()
+      ->group(group);
   app.add_option("--grid", grid,
                  "hand-picked shapes to predict and measure beside the plans, ';'-separated: "
                  "\"K=2,M=8,schedule=1f1b,checkpoint=never;K=1,M=4\"")
@@ -218,19 +224,20 @@ int main(int argc, char** argv) {
     const auto start = std::chrono::steady_clock::now();
     GPIPE_CHECK(
         top >= 1 && verify_top >= 0 && verify_rounds >= 1 && calibration_rounds >= 1 &&
-            max_chunks >= 1 && allreduce_gbs >= 0,
+            calibration_extra_rounds >= 0 && max_chunks >= 1 && allreduce_gbs >= 0,
         ConfigError,
-        "--top, --verify-rounds, --calibration-rounds and --max-chunks must be >= 1, --verify and "
-        "--allreduce-gbs >= 0; got --top ",
+        "--top, --verify-rounds, --calibration-rounds and --max-chunks must be >= 1, --verify, "
+        "--calibration-extra-rounds and --allreduce-gbs >= 0; got --top ",
         top, ", --verify-rounds ", verify_rounds, ", --calibration-rounds ", calibration_rounds,
-        ", --max-chunks ", max_chunks, ", --verify ", verify_top, ", --allreduce-gbs ",
-        allreduce_gbs);
+        ", --calibration-extra-rounds ", calibration_extra_rounds, ", --max-chunks ", max_chunks,
+        ", --verify ", verify_top, ", --allreduce-gbs ", allreduce_gbs);
     auto request = train::plan_request(options);
     request.link = link;
     request.max_chunks = max_chunks;
     request.max_replicas = max_replicas;
     request.allreduce_gbs = allreduce_gbs;
     request.calibration_rounds = calibration_rounds;
+    request.calibration_extra_rounds = calibration_extra_rounds;
     link_preset(link);  // validates the name
     std::vector<plan::PlanShape> grid_shapes;
     for (const auto& item : cli::parse_strings(grid, ';'))
@@ -253,7 +260,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> grid_calibrations;
     for (const auto& shape : grid_shapes)
       grid_calibrations.push_back(plan::calibration_name(book, request, shape));
-    book.calibrate_in_rounds(grid_calibrations, calibration_rounds);
+    book.calibrate_in_rounds(grid_calibrations, calibration_rounds, calibration_extra_rounds);
     std::vector<plan::Plan> grid_plans;
     for (const auto& shape : grid_shapes)
       grid_plans.push_back(plan::predict(book, request, shape));

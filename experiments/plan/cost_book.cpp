@@ -189,15 +189,28 @@ double CostBook::calibration(int64_t microbatch, int threads, int64_t stages, in
   return ratio;
 }
 
-int64_t CostBook::calibrate_in_rounds(const std::vector<std::string>& names, int rounds) {
-  GPIPE_CHECK(rounds >= 1, ConfigError, "calibration rounds must be >= 1, got ", rounds);
+int64_t CostBook::calibrate_in_rounds(const std::vector<std::string>& names, int rounds,
+                                      int extra_rounds, double unsettled) {
+  GPIPE_CHECK(rounds >= 1 && extra_rounds >= 0, ConfigError,
+              "calibration rounds must be >= 1 and extra rounds >= 0, got ", rounds, " and ",
+              extra_rounds);
   int64_t made = 0;
-  for (int round = 1; round <= rounds; ++round) {
+  for (int round = 1; round <= rounds + extra_rounds; ++round) {
     for (const auto& name : names) {
-      if (static_cast<int>(calibration_rounds(name).size()) >= round) continue;
-      spdlog::info("calibration round {} of {}: {}", round, rounds, name);
-      const double ratio = measure_calibration(name);
-      calibration_[name].push_back(ratio);
+      const auto done = calibration_rounds(name);
+      if (static_cast<int>(done.size()) >= round) continue;
+      const double spread = done.empty() ? 0.0
+                                         : *std::max_element(done.begin(), done.end()) /
+                                                   *std::min_element(done.begin(), done.end()) -
+                                               1;
+      if (round > rounds && spread <= unsettled) continue;
+      if (round > rounds) {
+        spdlog::info("calibration round {} (extra, its rounds spread {:.0f}%): {}", round,
+                     100 * spread, name);
+      } else {
+        spdlog::info("calibration round {} of {}: {}", round, rounds, name);
+      }
+      calibration_[name].push_back(measure_calibration(name));
       ++made;
     }
   }

@@ -68,8 +68,14 @@ class CostBook {
   // another, until each has `rounds` measurements (a cached one counts its stored rounds); returns
   // how many it made. A calibration anchors every prediction that uses it, and this machine's
   // speed drifts by tens of percent within a minute, so one measurement taken at a slow moment
-  // would mark all those plans slow; rounds spread each over the whole calibration.
-  int64_t calibrate_in_rounds(const std::vector<std::string>& names, int rounds);
+  // would mark all those plans slow; rounds spread each over the whole calibration. Up to
+  // `extra_rounds` more rounds then measure again each calibration whose rounds still disagree,
+  // the slowest more than `unsettled` (a fraction) over the fastest: a median of 3 follows two
+  // rounds taken in busy minutes, one of 5 outvotes them.
+  int64_t calibrate_in_rounds(const std::vector<std::string>& names, int rounds,
+                              int extra_rounds = 0, double unsettled = kUnsettledSpread);
+  // How far a calibration's rounds may disagree before extra rounds measure it again.
+  static constexpr double kUnsettledSpread = 0.10;
   // One measurement of the calibration `name` (calibration_name) now: measured over simulated,
   // after `warmup` steps. Not kept; what a check pairs with a measurement taken right after it.
   double measure_calibration(const std::string& name, int warmup = 1);

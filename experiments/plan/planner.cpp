@@ -277,6 +277,26 @@ namespace {
 // of a Transformer's steps, and planning should stay within a minute.
 constexpr double kContenderSlack = 1.25;
 constexpr size_t kMaxContenders = 6;
+// Extra rounds (PlanRequest::calibration_extra_rounds) go to the calibrations that decide the
+// closest contest only: those of the plans within this factor of the fastest, at most this many.
+constexpr double kCloseSlack = 1.10;
+constexpr size_t kMaxClose = 3;
+
+// The distinct calibrations of the plans of `ranked` predicted within `slack` of the fastest, at
+// most `most` of them, the fastest plans' first.
+std::vector<std::string> calibrations_within(CostBook& book, const PlanRequest& request,
+                                             const std::vector<Plan>& ranked, double slack,
+                                             size_t most) {
+  std::vector<std::string> names;
+  for (const auto& plan : ranked) {
+    const auto name = calibration_name(book, request, plan.shape);
+    if (names.size() < most && plan.step_ms <= slack * ranked.front().step_ms &&
+        std::find(names.begin(), names.end(), name) == names.end()) {
+      names.push_back(name);
+    }
+  }
+  return names;
+}
 
 SearchResult search_once(CostBook& book, const PlanRequest& request) {
   SearchResult out;
@@ -305,17 +325,19 @@ SearchResult search_once(CostBook& book, const PlanRequest& request) {
 SearchResult search(CostBook& book, const PlanRequest& request) {
   auto out = search_once(book, request);
   if (request.calibration_rounds <= 1 || out.ranked.empty()) return out;
-  std::vector<std::string> contenders;
-  for (const auto& plan : out.ranked) {
-    const auto name = calibration_name(book, request, plan.shape);
-    if (contenders.size() < kMaxContenders &&
-        plan.step_ms <= kContenderSlack * out.ranked.front().step_ms &&
-        std::find(contenders.begin(), contenders.end(), name) == contenders.end()) {
-      contenders.push_back(name);
-    }
+  // Each search after measuring predicts from the medians of every round so far.
+  const auto contenders =
+      calibrations_within(book, request, out.ranked, kContenderSlack, kMaxContenders);
+  if (book.calibrate_in_rounds(contenders, request.calibration_rounds) > 0) {
+    out = search_once(book, request);
   }
-  if (book.calibrate_in_rounds(contenders, request.calibration_rounds) == 0) return out;
-  return search_once(book, request);  // everything measured now: predictions only
+  if (request.calibration_extra_rounds == 0 || out.ranked.empty()) return out;
+  const auto close = calibrations_within(book, request, out.ranked, kCloseSlack, kMaxClose);
+  if (book.calibrate_in_rounds(close, request.calibration_rounds,
+                               request.calibration_extra_rounds) > 0) {
+    out = search_once(book, request);
+  }
+  return out;
 }
 
 }  // namespace gpipe::plan

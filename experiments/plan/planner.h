@@ -94,6 +94,11 @@ struct PlanRequest {
   // 6 calibrations, the fastest plans' first) are measured in rounds, all in turn, and the search
   // repeated on their medians. 1: one measurement each.
   int calibration_rounds = 3;
+  // Then, for the calibrations of the plans now within 1.10x of the fastest (at most 3), up to
+  // this many rounds more while their rounds spread over 10% (slowest over fastest;
+  // CostBook::calibrate_in_rounds), and the search repeated again. Off by default until
+  // experiments/check_plan.sh has measured it on a quiet machine (see README).
+  int calibration_extra_rounds = 0;
 };
 
 // Every shape the search considers for a model of `num_layers` layers.

@@ -35,6 +35,7 @@ gpipe_cli_test(plan_verify_paired 0 "paired prediction" ${bin}/gpipe_plan ${tiny
 gpipe_cli_test(plan_bad_rounds 2 "--verify-rounds 0" ${bin}/gpipe_plan ${tiny_mlp} --verify-rounds 0)
 gpipe_cli_test(plan_calibration_rounds 0 "calibration round 2 of 2" ${bin}/gpipe_plan ${tiny_mlp} --calibration-rounds 2)
 gpipe_cli_test(plan_bad_calibration_rounds 2 "--calibration-rounds 0" ${bin}/gpipe_plan ${tiny_mlp} --calibration-rounds 0)
+gpipe_cli_test(plan_bad_calibration_extra_rounds 2 "--calibration-extra-rounds -1" ${bin}/gpipe_plan ${tiny_mlp} --calibration-extra-rounds -1)
 gpipe_cli_test(plan_bad_grid 2 "unknown plan key 'Z'" ${bin}/gpipe_plan ${tiny_mlp} --grid "K=1,Z=2")
 gpipe_cli_test(plan_grid_uneven 2 "does not divide the batch of 8" ${bin}/gpipe_plan ${tiny_mlp} --grid "K=2,M=3")
 gpipe_cli_test(train_plan_auto 0 "--plan auto chose" ${bin}/gpipe_train --model mlp --layers 4 --width 32 --batch-size 8 --steps 2 --plan auto --memory-per-device 64MiB)

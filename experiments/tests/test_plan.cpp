@@ -205,8 +205,9 @@ TEST_F(PlanSearch, CalibrationRunsEachReplicaCountOnceAndIsCached) {
 }
 
 // Calibrations measured again in rounds give their median, are kept with every round in the
-// cache (which may still hold a single number from before rounds), and a search with rounds
-// measures its contenders' calibrations that many times.
+// cache (which may still hold a single number from before rounds), extra rounds measure again
+// those whose rounds disagree, and a search with rounds measures its contenders' calibrations
+// that many times.
 TEST_F(PlanSearch, CalibrationsInRoundsGiveTheirMedianAndAreCached) {
   const auto path = std::filesystem::temp_directory_path() / "gpipe_plan_rounds_test.json";
   std::filesystem::remove(path);
@@ -222,11 +223,17 @@ TEST_F(PlanSearch, CalibrationsInRoundsGiveTheirMedianAndAreCached) {
   EXPECT_EQ(book.calibration(2, 1, 1, 1, 4), median(rounds));
   EXPECT_EQ(book.calibration_rounds(other).size(), 3u);
   EXPECT_EQ(book.calibrate_in_rounds({name, other}, 3), 0);
-  EXPECT_CONFIG_ERROR(book.calibrate_in_rounds({name}, 0), "rounds must be >= 1, got 0");
+  EXPECT_CONFIG_ERROR(book.calibrate_in_rounds({name}, 0),
+                      "rounds must be >= 1 and extra rounds >= 0, got 0 and 0");
+  EXPECT_CONFIG_ERROR(book.calibrate_in_rounds({name}, 1, -1), "got 1 and -1");
   {
     CostBook cached(mlp(), sgd(), path.string());
     EXPECT_EQ(cached.calibration_rounds(name), rounds);
   }
+  // Extra rounds measure again only rounds that disagree: all agree within 1000%, none within 0.
+  EXPECT_EQ(book.calibrate_in_rounds({name}, 3, 2, 10.0), 0);
+  EXPECT_EQ(book.calibrate_in_rounds({name}, 3, 2, 0.0), 2);
+  EXPECT_EQ(book.calibration_rounds(name).size(), 5u);
   // A cache written before rounds: one number.
   nlohmann::json cache;
   std::ifstream(path) >> cache;
