@@ -199,10 +199,8 @@ int64_t CostBook::calibrate_in_rounds(const std::vector<std::string>& names, int
     for (const auto& name : names) {
       const auto done = calibration_rounds(name);
       if (static_cast<int>(done.size()) >= round) continue;
-      const double spread = done.empty() ? 0.0
-                                         : *std::max_element(done.begin(), done.end()) /
-                                                   *std::min_element(done.begin(), done.end()) -
-                                               1;
+      const auto [lo, hi] = std::minmax_element(done.begin(), done.end());
+      const double spread = done.empty() ? 0.0 : *hi / *lo - 1;
       if (round > rounds && spread <= unsettled) continue;
       if (round > rounds) {
         spdlog::info("calibration round {} (extra, its rounds spread {:.0f}%): {}", round,
