@@ -54,35 +54,37 @@ std::vector<std::string> without_flags(const std::vector<std::string>& args,
   return kept;
 }
 
-// The user's arguments less those a plan sets or only the planner reads.
-std::vector<std::string> passthrough(int argc, char** argv) {
-  return without_flags(std::vector<std::string>(argv + 1, argv + argc),
-                       {"--partitions",
-                        "-K",
-                        "--balance",
-                        "--balance-by",
-                        "--stage-balance",
-                        "--chunks",
-                        "-M",
-                        "--checkpoint",
-                        "--schedule",
-                        "--virtual-stages",
-                        "--devices",
-                        "--json",
-                        "--threads-per-device",
-                        "--memory-per-device",
-                        "--plan",
-                        "--link",
-                        "--top",
-                        "--verify",
-                        "--verify-rounds",
-                        "--calibration-rounds",
-                        "--cache",
-                        "--grid",
-                        "--allreduce-gbs",
-                        "--max-chunks",
-                        "--max-replicas"},
-                       {"--verify-paired"});
+constexpr const char* kPlannerGroup = "Planner";
+
+// The user's arguments less those a plan sets and those only the planner reads: every option of
+// the app's "Planner" group, so that a new planner flag cannot reach gpipe_train (which exits 2
+// on a flag it does not know: --calibration-extra-rounds did, in a plan of two replicas).
+std::vector<std::string> passthrough(const CLI::App& app, int argc, char** argv) {
+  std::set<std::string> drop = {"--partitions",
+                                "-K",
+                                "--balance",
+                                "--balance-by",
+                                "--stage-balance",
+                                "--chunks",
+                                "-M",
+                                "--checkpoint",
+                                "--schedule",
+                                "--virtual-stages",
+                                "--devices",
+                                "--json",
+                                "--threads-per-device",
+                                "--memory-per-device",
+                                "--plan"};
+  std::set<std::string> bare;
+  for (const auto* option : app.get_options()) {
+    if (option->get_group() != kPlannerGroup) continue;
+    auto& names = option->get_expected_max() == 0 ? bare : drop;
+    for (const auto& name : option->get_lnames())
+      names.insert("--" + name);
+    for (const auto& name : option->get_snames())
+      names.insert("-" + name);
+  }
+  return without_flags(std::vector<std::string>(argv + 1, argv + argc), drop, bare);
 }
 
 // Measures one round of `plan`: in this process, or as gpipe_train processes (the program beside
@@ -173,7 +175,7 @@ int main(int argc, char** argv) {
   int calibration_rounds = 3, calibration_extra_rounds = 0;
   bool verify_paired = false;
   double allreduce_gbs = 0;
-  const char* group = "Planner";
+  const char* group = kPlannerGroup;
   app.add_option("--link", link, "copy between stages: none | pcie | nvlink | tpu")
       ->capture_default_str()
       ->group(group);
@@ -255,7 +257,7 @@ int main(int argc, char** argv) {
     std::vector<plan::Plan> shown(
         result.ranked.begin(),
         result.ranked.begin() + std::min<int64_t>(top, result.ranked.size()));
-    const auto pass = passthrough(argc, argv);
+    const auto pass = passthrough(app, argc, argv);
     // The grid's predictions rest on calibrations measured in as many rounds as the plans'.
     std::vector<std::string> grid_calibrations;
     for (const auto& shape : grid_shapes)
