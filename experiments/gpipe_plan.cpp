@@ -226,13 +226,15 @@ int main(int argc, char** argv) {
     const auto start = std::chrono::steady_clock::now();
     GPIPE_CHECK(
         top >= 1 && verify_top >= 0 && verify_rounds >= 1 && calibration_rounds >= 1 &&
-            calibration_extra_rounds >= 0 && max_chunks >= 1 && allreduce_gbs >= 0,
+            calibration_extra_rounds >= 0 && max_chunks >= 1 && max_replicas >= 0 &&
+            allreduce_gbs >= 0,
         ConfigError,
         "--top, --verify-rounds, --calibration-rounds and --max-chunks must be >= 1, --verify, "
-        "--calibration-extra-rounds and --allreduce-gbs >= 0; got --top ",
+        "--calibration-extra-rounds, --max-replicas and --allreduce-gbs >= 0; got --top ",
         top, ", --verify-rounds ", verify_rounds, ", --calibration-rounds ", calibration_rounds,
         ", --calibration-extra-rounds ", calibration_extra_rounds, ", --max-chunks ", max_chunks,
-        ", --verify ", verify_top, ", --allreduce-gbs ", allreduce_gbs);
+        ", --max-replicas ", max_replicas, ", --verify ", verify_top, ", --allreduce-gbs ",
+        allreduce_gbs);
     auto request = train::plan_request(options);
     request.link = link;
     request.max_chunks = max_chunks;

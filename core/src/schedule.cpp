@@ -78,18 +78,7 @@ std::vector<Action> interleaved_device(int64_t device, int64_t K, int64_t M, int
 void check_shape(ScheduleKind kind, int64_t K, int64_t M, int64_t v) {
   GPIPE_CHECK(K >= 1, ConfigError, "a schedule needs at least one device, got K=", K);
   GPIPE_CHECK(M >= 1, ConfigError, "a schedule needs at least one micro-batch, got M=", M);
-  switch (kind) {
-    case ScheduleKind::kInterleaved1F1B:
-      GPIPE_CHECK(v >= 1, ConfigError, "interleaved-1f1b needs v >= 1 virtual stages, got ", v);
-      break;
-    case ScheduleKind::kZBV:
-      GPIPE_CHECK(v == 2, ConfigError,
-                  "zbv places exactly two virtual stages on each device, got v=", v);
-      break;
-    default:
-      GPIPE_CHECK(v == 1, ConfigError, to_string(kind), " runs one stage per device, got v=", v,
-                  "; virtual stages are for interleaved-1f1b and zbv");
-  }
+  check_virtual_stages(kind, v);
 }
 
 Schedule empty_schedule(ScheduleKind kind, int64_t K, int64_t M, int64_t v) {
@@ -113,6 +102,21 @@ bool Schedule::splits_backward() const {
     }
   }
   return false;
+}
+
+void check_virtual_stages(ScheduleKind kind, int64_t v) {
+  switch (kind) {
+    case ScheduleKind::kInterleaved1F1B:
+      GPIPE_CHECK(v >= 1, ConfigError, "interleaved-1f1b needs v >= 1 virtual stages, got ", v);
+      break;
+    case ScheduleKind::kZBV:
+      GPIPE_CHECK(v == 2, ConfigError,
+                  "zbv places exactly two virtual stages on each device, got v=", v);
+      break;
+    default:
+      GPIPE_CHECK(v == 1, ConfigError, to_string(kind), " runs one stage per device, got v=", v,
+                  "; virtual stages are for interleaved-1f1b and zbv");
+  }
 }
 
 int64_t default_virtual_stages(ScheduleKind kind) {

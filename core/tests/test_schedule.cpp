@@ -104,6 +104,11 @@ TEST(Schedule, BadCombinationsNameTheValues) {
   EXPECT_CONFIG_ERROR(make_schedule(ScheduleKind::kGPipe, 0, 2), "K=0");
   EXPECT_CONFIG_ERROR(make_schedule(ScheduleKind::k1F1B, 2, 0), "M=0");
   EXPECT_CONFIG_ERROR(parse_schedule_kind("zb-h2"), "zb-h2");
+  // Checked alone, before a balance is cut into K x v stages.
+  EXPECT_CONFIG_ERROR(check_virtual_stages(ScheduleKind::kZBV, 3), "v=3");
+  EXPECT_CONFIG_ERROR(check_virtual_stages(ScheduleKind::kZBH1, 2), "v=2");
+  EXPECT_CONFIG_ERROR(check_virtual_stages(ScheduleKind::kInterleaved1F1B, 0), "got 0");
+  EXPECT_NO_THROW(check_virtual_stages(ScheduleKind::kInterleaved1F1B, 4));
 }
 
 TEST(Lowering, RecomputeBeforeTheGradientAndMessagesAroundEachAction) {

@@ -64,6 +64,7 @@ PlanShape parse_plan_shape(const std::string& text) {
     }
   }
   if (!v_given) shape.v = default_virtual_stages(shape.schedule);
+  check_virtual_stages(shape.schedule, shape.v);
   return shape;
 }
 

@@ -39,6 +39,8 @@ gpipe_cli_test(plan_bad_calibration_extra_rounds 2 "--calibration-extra-rounds -
 # Two replicas run as gpipe_train processes, which exit 2 on a flag they do not know: none of
 # the planner's own flags may reach them.
 gpipe_cli_test(plan_replicas_take_no_planner_flags 0 "round 1 of 1, plan 1 of 1" ${bin}/gpipe_plan ${tiny_mlp} --top 1 --verify-rounds 1 --verify-paired --calibration-rounds 1 --calibration-extra-rounds 1 --link none --allreduce-gbs 0 --max-replicas 2 --grid "K=1,R=2,M=1,threads=1")
+gpipe_cli_test(plan_bad_max_replicas 2 "--max-replicas -1" ${bin}/gpipe_plan ${tiny_mlp} --max-replicas -1)
+gpipe_cli_test(plan_grid_bad_virtual_stages 2 "got v=3" ${bin}/gpipe_plan ${tiny_mlp} --grid "K=2,M=2,schedule=zbv,v=3")
 gpipe_cli_test(plan_bad_grid 2 "unknown plan key 'Z'" ${bin}/gpipe_plan ${tiny_mlp} --grid "K=1,Z=2")
 gpipe_cli_test(plan_grid_uneven 2 "does not divide the batch of 8" ${bin}/gpipe_plan ${tiny_mlp} --grid "K=2,M=3")
 gpipe_cli_test(train_plan_auto 0 "--plan auto chose" ${bin}/gpipe_train --model mlp --layers 4 --width 32 --batch-size 8 --steps 2 --plan auto --memory-per-device 64MiB)

@@ -35,6 +35,7 @@ void Trainer::resolve_balance() {
   const auto& o = options_;
   const auto kind = parse_schedule_kind(o.schedule);
   const int64_t v = o.virtual_stages > 0 ? o.virtual_stages : default_virtual_stages(kind);
+  check_virtual_stages(kind, v);
   if (!o.stage_balance.empty()) {
     GPIPE_CHECK(o.balance.empty(), ConfigError,
                 "give --balance (per device) or --stage-balance (per virtual stage), not both");

@@ -114,6 +114,10 @@ Schedule make_forward_schedule(ScheduleKind kind, int64_t devices, int64_t micro
 
 // v a kind runs with when none is asked for: 2 for interleaved-1f1b and zbv, else 1.
 int64_t default_virtual_stages(ScheduleKind kind);
+// Throws ConfigError naming the values when `kind` does not take v virtual stages per device
+// (gpipe, 1f1b and zb-h1 take 1, zbv 2, interleaved-1f1b any v >= 1): what to check before a
+// balance is cut into K x v stages, whose own error would name the product, not v.
+void check_virtual_stages(ScheduleKind kind, int64_t virtual_stages);
 // Device of virtual stage `stage`: round robin (stage % K), or the V of zbv.
 int64_t stage_device(ScheduleKind kind, int64_t devices, int64_t virtual_stages, int64_t stage);
 
