@@ -69,6 +69,7 @@ PipelineLayout make_layout(const PipelineOptions& options, int64_t num_layers) {
   layout.virtual_stages =
       options.virtual_stages() > 0 ? options.virtual_stages() : default_virtual_stages(kind);
   const int64_t K = layout.devices, v = layout.virtual_stages;
+  check_virtual_stages(kind, v);
   const auto& explicit_stages = options.stage_balance();
   GPIPE_CHECK(explicit_stages.empty() || static_cast<int64_t>(explicit_stages.size()) == K * v,
               ConfigError, "stage balance ", c10::Join(",", explicit_stages), " has ",

@@ -58,6 +58,20 @@ TEST(BadConfig, CudaDeviceInACpuBuild) {
 }
 #endif
 
+// Named before the balance is cut into K x v stages, whose error would blame the balance.
+TEST(BadConfig, VirtualStagesTheScheduleDoesNotTake) {
+  expect_error<ConfigError>(
+      [] {
+        Pipeline(small(), PipelineOptions({2, 2}).schedule(ScheduleKind::kZBV).virtual_stages(3));
+      },
+      {"zbv", "got v=3"});
+  expect_error<ConfigError>(
+      [] {
+        Pipeline(small(), PipelineOptions({2, 2}).schedule(ScheduleKind::k1F1B).virtual_stages(2));
+      },
+      {"1f1b", "got v=2"});
+}
+
 TEST(BadConfig, ChunksBelowOne) {
   expect_error<ConfigError>(
       [] {
