@@ -96,8 +96,8 @@ struct PlanRequest {
   int calibration_rounds = 3;
   // Then, for the calibrations of the plans now within 1.10x of the fastest (at most 3), up to
   // this many rounds more while their rounds spread over 10% (slowest over fastest;
-  // CostBook::calibrate_in_rounds), and the search repeated again. Off by default until
-  // experiments/check_plan.sh has measured it on a quiet machine (see README).
+  // CostBook::calibrate_in_rounds), and the search repeated again. Off by default: an A/B of
+  // 0 and 2 showed no gain that drift does not swamp (docs/design.md, "Drift needs rounds").
   int calibration_extra_rounds = 0;
 };
 
