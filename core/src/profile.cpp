@@ -40,14 +40,39 @@ double timed_forward(Layer& layer, const Activations& input, size_t index, const
   return elapsed_ms(start);
 }
 
+// Whether `layer` holds a module gathering statistics over the step (BatchNorm): its forward
+// differs when a recompute replays it.
+bool gathers_statistics(Layer& layer) {
+  for (const auto& module : layer.modules(/*include_self=*/true)) {
+    if (dynamic_cast<StepObserver*>(module.get()) != nullptr) return true;
+  }
+  return false;
+}
+
+// Runs this close agree whatever `settle` says: a backward of a few microseconds varies by more
+// than its own size, and no prediction feels it.
+constexpr double kSettleFloorMs = 0.05;
+
+// Whether the timed runs so far (at least two) agree within `settle` in every time: each series'
+// slowest over its fastest, less 1 (ProfileOptions::settle; 0: never).
+bool settled(std::initializer_list<std::vector<double>> series, double settle) {
+  if (settle <= 0) return false;
+  for (const auto& runs : series) {
+    if (runs.size() < 2) return false;
+    const auto [lo, hi] = std::minmax_element(runs.begin(), runs.end());
+    if (*hi - *lo > settle * *lo && *hi - *lo > kSettleFloorMs) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::vector<LayerProfile> profile_layers(const LayerList& layers, const Activations& sample,
                                          const DeviceSpec& device, const ProfileOptions& options) {
   GPIPE_CHECK(!sample.empty(), ConfigError, "profiling needs a sample micro-batch");
-  GPIPE_CHECK(options.iterations() >= 1 && options.warmup() >= 0, ConfigError,
-              "profiling needs iterations >= 1 and warmup >= 0, got ", options.iterations(),
-              " and ", options.warmup());
+  GPIPE_CHECK(options.iterations() >= 1 && options.warmup() >= 0 && options.settle() >= 0,
+              ConfigError, "profiling needs iterations >= 1, warmup >= 0 and settle >= 0, got ",
+              options.iterations(), ", ", options.warmup(), " and ", options.settle());
   memory::install();
   DeviceWorker worker(device, options.threads());
   std::vector<LayerProfile> profiles(layers.size());
@@ -63,18 +88,25 @@ std::vector<LayerProfile> profile_layers(const LayerList& layers, const Activati
         profile.parameter_bytes += static_cast<int64_t>(p.numel() * p.element_size());
       }
       std::vector<double> forward, no_grad_forward, recompute, backward, weight;
+      const bool replays_differently = gathers_statistics(layer);
       Activations output;
       for (int run = 0; run < options.warmup() + options.iterations(); ++run) {
+        if (settled({forward, no_grad_forward, recompute, backward, weight}, options.settle())) {
+          break;
+        }
         output.clear();  // the previous run's output must not be counted against this one
         const auto input = detach_for_stage(x, torch_device, /*requires_grad=*/i > 0);
         // The forward three ways, as the executor runs it: a checkpointed F (no autograd), its
         // R (autograd; BatchNorm does not gather statistics again) and a kept F (autograd). The
-        // first two only in timed runs: the kept F warms the layer up for all three.
+        // first two only in timed runs: the kept F warms the layer up for all three. A layer that
+        // gathers no statistics replays its kept F exactly: its R is not timed apart.
         const bool timed = run >= options.warmup();
         const double n =
             timed ? timed_forward(layer, input, i, device, /*grad=*/false, /*replay=*/false) : 0;
         const double r =
-            timed ? timed_forward(layer, input, i, device, /*grad=*/true, /*replay=*/true) : 0;
+            timed && replays_differently
+                ? timed_forward(layer, input, i, device, /*grad=*/true, /*replay=*/true)
+                : 0;
         const int64_t before = memory::stats(device).current_bytes;
         WeightGradQueue weight_grads;
         weight_grads.set_deferring(true);
@@ -100,7 +132,7 @@ std::vector<LayerProfile> profile_layers(const LayerList& layers, const Activati
         if (timed) {
           forward.push_back(f);
           no_grad_forward.push_back(n);
-          recompute.push_back(r);
+          recompute.push_back(replays_differently ? r : f);
           backward.push_back(b + w);
           weight.push_back(w);
           profile.activation_bytes = std::max(profile.activation_bytes, after_forward - before);

@@ -1,7 +1,9 @@
 // The partitioner is exact: it matches brute force on random instances.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <random>
+#include <thread>
 
 #include "test_util.h"
 
@@ -101,6 +103,42 @@ TEST(Profile, CostsFollowTheLayerSizes) {
   EXPECT_EQ(auto_balance(layers, 2, BalanceBy::kParams), (std::vector<int64_t>{1, 2}));
   EXPECT_EQ(auto_balance(layers, 3, BalanceBy::kTime, sample).size(), 3u);
   EXPECT_EQ(auto_balance(layers, 2, BalanceBy::kMemory, sample).size(), 2u);
+}
+
+// A layer that counts its forwards (`grad_calls`: those recording autograd, as a kept F and a
+// recompute run) and sleeps `ms(n)` in the n-th of those, 1 ms in the others.
+LayerPtr counting_layer(int& calls, int& grad_calls, std::function<int(int)> ms) {
+  return make_function_layer("sleep", [&calls, &grad_calls, ms](const Activations& in) {
+    ++calls;
+    const int sleep = torch::GradMode::is_enabled() ? ms(++grad_calls) : 1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(sleep));
+    return Activations{in[0] * 2};
+  });
+}
+
+// A layer without BatchNorm replays its kept forward exactly, so its recompute is not timed
+// apart; with `settle`, runs that agree end the profile after two timed runs, runs that do not
+// take every iteration.
+TEST(Profile, TimesEachForwardOnlyWhileItCanChange) {
+  const Activations sample{torch::ones({4, 4})};
+  const DeviceSpec device{torch::kCPU, 29};
+  const auto options = ProfileOptions().warmup(1).iterations(3);
+  int calls = 0, grad_calls = 0;
+  auto steady = counting_layer(calls, grad_calls, [](int) { return 2; });
+  const auto profile = profile_layers({steady}, sample, device, options).at(0);
+  EXPECT_EQ(calls, 1 + 3 * 2);  // the warm-up's kept F, then a checkpointed F and a kept F a run
+  EXPECT_EQ(profile.recompute_ms, profile.forward_ms);
+  calls = grad_calls = 0;
+  // Within 100x: only the mechanism is under test, not the machine's jitter.
+  profile_layers({steady}, sample, device, ProfileOptions(options).settle(100));
+  EXPECT_EQ(calls, 1 + 2 * 2);
+  calls = grad_calls = 0;
+  // The kept forwards of the timed runs sleep 1, 20, 1 ms: the first two disagree.
+  auto unsteady = counting_layer(calls, grad_calls, [](int n) { return n % 2 == 1 ? 20 : 1; });
+  profile_layers({unsteady}, sample, device, ProfileOptions(options).settle(1));
+  EXPECT_EQ(calls, 1 + 3 * 2);
+  EXPECT_THROW(profile_layers({steady}, sample, device, ProfileOptions(options).settle(-1)),
+               ConfigError);
 }
 
 }  // namespace

@@ -43,6 +43,11 @@ nlohmann::json machine() {
 // spread over the planning) rather than in a longer burst that one slow moment can cover.
 constexpr double kCalibrationMs = 300;
 
+// A layer's profile stops after two timed runs that agree within this fraction (ProfileOptions::
+// settle): its median then differs from that of three runs by at most half of it, and planning a
+// Transformer spends most of its time profiling.
+constexpr double kProfileSettle = 0.05;
+
 std::string entry_name(int64_t microbatch, int threads) {
   return std::to_string(microbatch) + "x" + std::to_string(threads);
 }
@@ -154,7 +159,7 @@ const MicrobatchCosts& CostBook::at(int64_t microbatch, int threads) {
   costs.layers = tables::measure_layer_costs(
       builder->build(), sample, builder->loss(),
       DeviceSpec::parse(devices_.empty() ? "cpu:0" : devices_.front()), optimizer_,
-      ProfileOptions().warmup(1).iterations(3).threads(threads));
+      ProfileOptions().warmup(1).iterations(3).threads(threads).settle(kProfileSettle));
   costs.input_bytes = static_cast<double>(sample.input.nbytes());
   ++measured_;
   auto& stored = costs_[{microbatch, threads}] = std::move(costs);
