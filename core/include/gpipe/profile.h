@@ -43,8 +43,8 @@ struct ProfileOptions {
   // Stop a layer's timed runs early once two or more agree within this fraction in every time
   // measured (slowest over fastest, less 1; or within 0.05 ms); 0: always run `iterations`. With 3
   // iterations the median reported then differs from the median of all three by at most settle / 2
-  // (the median of three lies between any two of them), and a big layer on a quiet machine costs a
-  // third less.
+  // (the median of three lies between any two of them), and a big layer on a quiet machine costs
+  // about a quarter less (one timed run of three; the warm-up stays).
   TORCH_ARG(double, settle) = 0;
 };
 
