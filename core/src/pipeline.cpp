@@ -168,6 +168,14 @@ void Pipeline::build(int64_t first_device, int64_t count) {
               c10::Join(",", options_.balance()), " has K=", K, " devices but ", all.size(),
               " devices were given (", c10::Join(",", options_.devices()),
               "); give exactly one device per balance entry");
+  for (size_t a = 0; a < all.size(); ++a) {
+    for (size_t b = a + 1; b < all.size(); ++b) {
+      GPIPE_CHECK(all[a].is_cuda() || !(all[a] == all[b]), ConfigError, "device ", all[a].str(),
+                  " is listed at positions ", a, " and ", b,
+                  " of the devices: a CPU virtual device serves one pipeline device (its memory "
+                  "is counted apart); give distinct ones, e.g. cpu:0,cpu:1");
+    }
+  }
   GPIPE_CHECK(options_.chunks() >= 1, ConfigError,
               "chunks (M, micro-batches per mini-batch) must be >= 1, got ", options_.chunks());
   GPIPE_CHECK(options_.threads_per_device() >= 0, ConfigError,

@@ -46,6 +46,14 @@ TEST(BadConfig, DeviceCountDiffersFromK) {
       {"K=2", "3 devices", "cpu:0,cpu:1,cpu:2"});
 }
 
+TEST(BadConfig, RepeatedCpuDevice) {
+  expect_error<ConfigError>(
+      [] {
+        Pipeline(small(), PipelineOptions({1, 2, 1}).devices({"cpu:0", "cpu:1", "cpu:0"}));
+      },
+      {"cpu:0", "positions 0 and 2", "distinct"});
+}
+
 TEST(BadConfig, UnknownDevice) {
   expect_error<ConfigError>([] { Pipeline(small(), PipelineOptions({4}).devices({"tpu:0"})); },
                             {"tpu:0"});
