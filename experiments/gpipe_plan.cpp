@@ -57,27 +57,17 @@ std::vector<std::string> without_flags(const std::vector<std::string>& args,
 constexpr const char* kPlannerGroup = "Planner";
 
 // The user's arguments less those a plan sets and those only the planner reads: every option of
-// the app's "Planner" group, so that a new planner flag cannot reach gpipe_train (which exits 2
-// on a flag it does not know: --calibration-extra-rounds did, in a plan of two replicas).
+// the trainer's pipeline and planning groups, gpipe_plan's --json, and every option of the app's
+// "Planner" group, so that a new planner flag cannot reach gpipe_train (which exits 2 on a flag
+// it does not know: --calibration-extra-rounds did, in a plan of two replicas) nor a new pipeline
+// flag be given twice, the user's value beside the plan's.
 std::vector<std::string> passthrough(const CLI::App& app, int argc, char** argv) {
-  std::set<std::string> drop = {"--partitions",
-                                "-K",
-                                "--balance",
-                                "--balance-by",
-                                "--stage-balance",
-                                "--chunks",
-                                "-M",
-                                "--checkpoint",
-                                "--schedule",
-                                "--virtual-stages",
-                                "--devices",
-                                "--json",
-                                "--threads-per-device",
-                                "--memory-per-device",
-                                "--plan"};
+  const std::set<std::string> groups = {train::kPipelineGroup, train::kPlanningGroup,
+                                        kPlannerGroup};
+  std::set<std::string> drop = {"--json"};
   std::set<std::string> bare;
   for (const auto* option : app.get_options()) {
-    if (option->get_group() != kPlannerGroup) continue;
+    if (groups.count(option->get_group()) == 0) continue;
     auto& names = option->get_expected_max() == 0 ? bare : drop;
     for (const auto& name : option->get_lnames())
       names.insert("--" + name);

@@ -74,7 +74,7 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
       "train and test on these classes only, relabelled 0..n-1 in the order given (0-4, 5,7,9)");
   opt(data, "--eval-batch-size", o.eval_batch_size, "evaluation batch (0: --batch-size)");
 
-  const char* pipe = "Pipeline";
+  const char* pipe = kPipelineGroup;
   opt(pipe, "--partitions,-K", o.partitions, "number of stages K (auto-balanced by --balance-by)");
   opt(pipe, "--balance", o.balance, "layers per stage, e.g. 3,3,2 (sets K)");
   opt(pipe, "--balance-by", o.balance_by, "params | time | memory");
@@ -90,7 +90,7 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   opt(pipe, "--threads-per-device", o.threads_per_device,
       "intra-op threads per device (0: 1 when K > 1, all cores when K = 1)");
 
-  const char* plan = "Planning";
+  const char* plan = kPlanningGroup;
   opt(plan, "--plan", o.plan,
       "auto: measure the model and run the fastest configuration that fits --memory-per-device "
       "(sets K, balance, M, schedule, v, checkpoint and threads; see gpipe_plan)");

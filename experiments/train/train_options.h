@@ -102,7 +102,13 @@ struct TrainOptions {
   nlohmann::json to_json() const;
 };
 
+// Declares every option's flag on `app`. The flags that shape the pipeline (K, balance, M,
+// schedule, v, checkpoint, devices, threads) form the group kPipelineGroup and --plan and
+// --memory-per-device kPlanningGroup: what a plan sets, so what gpipe_plan leaves out of the
+// commands it prints.
 void add_train_flags(CLI::App& app, TrainOptions& options);
+inline constexpr const char* kPipelineGroup = "Pipeline";
+inline constexpr const char* kPlanningGroup = "Planning";
 
 // Directory of the presets (experiments/presets in the source tree).
 std::string presets_dir();
