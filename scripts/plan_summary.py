@@ -37,9 +37,11 @@ def spread(rounds):
     return max(rounds) / min(rounds) - 1 if rounds else 0.0
 
 
-def within_15(m):
-    """Step time and peak bytes both predicted within 15% of the measurement."""
-    return abs(m["time_error"]) <= 0.15 and abs(m["peak_error"]) <= 0.15
+def within_15(m, time_error="time_error"):
+    """Step time (`time_error`: as predicted at planning time, or paired) and peak bytes both
+    predicted within 15% of the measurement."""
+    return (m[time_error] is not None and abs(m[time_error]) <= 0.15
+            and abs(m["peak_error"]) <= 0.15)
 
 
 def pct(value, spec):
@@ -92,9 +94,8 @@ def main(folder):
             "verified_within_15_percent": sum(within_15(m) for m in measured
                                               if m["kind"] == "plans"),
             "verified_plans": sum(m["kind"] == "plans" for m in measured),
-            "paired_within_15_percent": sum(
-                m["paired_time_error"] is not None and abs(m["paired_time_error"]) <= 0.15
-                and abs(m["peak_error"]) <= 0.15 for m in measured),
+            "paired_within_15_percent": sum(within_15(m, "paired_time_error")
+                                            for m in measured),
             "max_abs_paired_time_error": max((abs(m["paired_time_error"]) for m in measured
                                               if m["paired_time_error"] is not None),
                                              default=None),
@@ -109,9 +110,9 @@ def main(folder):
              "grid shape that fit the budget (measured peak) ran than the planner's first "
              "choice (negative: the planner's choice was faster). Every plan was measured in "
              "rounds (all plans in turn, round after round) and its measured ms is the median "
-             "step of all rounds; `rounds ms` are each "
-             "round's medians and `round spread` the slowest round over the fastest, less 1: "
-             "what the machine's drift alone moved one plan's measurement by. `calibrations` "
+             "step of all rounds; `rounds ms` are each round's medians and `round spread` the "
+             "slowest round over the fastest, less 1: what the machine's drift alone moved one "
+             "plan's measurement by. `calibrations` "
              "are how many times the plan's calibration step (its prediction's scale) was "
              "measured and their spread, the same ratio. `paired err` (with "
              "`--verify-paired`): each round the plan's calibration was measured again right "
