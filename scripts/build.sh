@@ -5,18 +5,36 @@
 # and clang when it is installed: clang compiles LibTorch's headers about 3x faster than gcc
 # here (a full build: 8 min against 25 on 2 cores); CXX=g++ picks gcc for a new build folder
 # (an existing one keeps its compiler). Then it builds TARGETs, or everything when none is named.
+#
+# GPIPE_TORCH_PYTHON=PY configures against the LibTorch inside PY's torch package instead of
+# Debian's LibTorch 1.13: PyTorch 2.x with CUDA, as `scripts/install_deps.sh --torch2` installs
+# it here and as a GPU machine's python3 has it. CI's second build (scripts/test_torch2.sh) and
+# scripts/gpu_check.sh configure this way; such a build folder defaults to build-torch2.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${GPIPE_BUILD_DIR:-$root/build}
+torch_python=${GPIPE_TORCH_PYTHON:-}
+if [[ -n $torch_python ]]; then
+  build=${GPIPE_BUILD_DIR:-$root/build-torch2}
+else
+  build=${GPIPE_BUILD_DIR:-$root/build}
+fi
 
 if [[ ! -f "$build/build.ninja" && ! -f "$build/Makefile" ]]; then
   cxx=${CXX:-$(command -v clang++-14 || command -v c++ || true)}
   [[ -n "$cxx" ]] || { echo "build.sh: no C++ compiler (run scripts/install_deps.sh)" >&2; exit 1; }
-  echo "build.sh: configuring $build (Release, Ninja, $cxx)" >&2
+  torch_args=()
+  if [[ -n $torch_python ]]; then
+    prefix=$("$torch_python" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null) ||
+      { echo "build.sh: GPIPE_TORCH_PYTHON=$torch_python cannot import torch" >&2; exit 2; }
+    # No CUDA kernel of ours is compiled; the list only quiets LibTorch's configure.
+    torch_args=(-DCMAKE_PREFIX_PATH="$prefix${GPIPE_EXTRA_PREFIX:+;$GPIPE_EXTRA_PREFIX}"
+                -DTORCH_CUDA_ARCH_LIST="${GPIPE_CUDA_ARCH:-9.0}")
+  fi
+  echo "build.sh: configuring $build (Release, Ninja, $cxx${torch_python:+, torch of $torch_python})" >&2
   # A configure that failed half-way leaves a cache behind: start that folder afresh.
   rm -f "$build/CMakeCache.txt"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_CXX_COMPILER="$cxx" >/dev/null
+    -DCMAKE_CXX_COMPILER="$cxx" "${torch_args[@]}" ${GPIPE_CMAKE_ARGS:-} >/dev/null
 fi
 targets=()
 for target in "$@"; do targets+=(--target "$target"); done

@@ -1,34 +1,44 @@
 #!/usr/bin/env bash
-# gpu_check.sh: the one prepared check of the CUDA path, for a machine with a GPU and PyTorch.
+# gpu_check.sh: the one prepared check of the CUDA path, for a machine with a GPU and PyTorch 2.x.
 #
 #   scripts/gpu_check.sh --pack              # here (Debian): gather the build's other
 #                                            # dependencies into .gpu_deps/ (git-ignored)
 #   scripts/gpu_check.sh [--out DIR]         # there, with .gpu_deps/ beside the sources
+#   scripts/gpu_check.sh --dry-run [--out DIR]   # here: every step on the CPU, against
+#                                            # the PyTorch 2.x build CI makes
 #
 # Why it is one script: a GPU machine is lent now and then, for minutes, with PyTorch 2.x and
-# its CMake config but none of Debian's packages and no internet. So the header-only and small
-# dependencies (spdlog, fmt, CLI11, nlohmann-json, GoogleTest, Google Benchmark) travel from
-# here in .gpu_deps/, and the check configures a core-only CUDA build (GPIPE_CORE_ONLY: the
-# engine, the models, their tests and gpipe_bench; the data loaders and gpipe_train need OpenCV,
-# which that machine lacks) and then, stopping at the first failure, runs:
-#   1. the CUDA tests: two stages on one GPU against the plain model (every checkpoint mode,
-#      two schedules, deferred BatchNorm), dropout replayed under recompute, the memory meter
-#      reading CUDA's caching allocator, and a small AmoebaNet-D and Transformer-L trained as
-#      two stages on cuda:0 with their traces (core/tests/test_cuda.cpp,
-#      models/tests/test_cuda_models.cpp);
-#   2. gpipe_bench on CUDA: plain LibTorch, and K=1, K=2 (cuda:0,cuda:0) at M=1, 4, 8;
-#   3. summary.md with the figures.
-# Everything lands in DIR (default results/gpu): summary.md, summary.json, gpipe_bench.json,
-# <model>.json, <model>-trace.json and gpu_check.log.
+# its CMake config but none of Debian's packages and no internet. So the small dependencies
+# (spdlog, fmt, CLI11, nlohmann-json, GoogleTest, Google Benchmark, Gloo's headers, zlib) travel
+# from here in .gpu_deps/. The build is CI's second build (scripts/build.sh with
+# GPIPE_TORCH_PYTHON, CUDA required) against that machine's python3, in build-torch2/. Then,
+# stopping at the first failure:
+#   1. the CUDA tests of core and models (core/tests/test_cuda.cpp,
+#      models/tests/test_cuda_models.cpp), each test's result in DIR/*_cuda_tests.xml, and a
+#      small AmoebaNet-D and Transformer-L trained as two stages on cuda:0 (DIR/<model>.json,
+#      losses, step times and peak bytes, and DIR/<model>-trace.json);
+#   2. the engine against a plain LibTorch loop of the same layers, the input placed alike
+#      (host: copied each step; resident: already on the GPU), for the reference MLP (2048 x 8,
+#      batch 1024) at M = 1, 4, 8 (engine_overhead);
+#   3. the same MLP as a PyTorch eager loop in the machine's python3 (scripts/eager_reference.py);
+#   4. AmoebaNet-D and Transformer-L, the engine at K=1 M=1 against the plain loop;
+#   5. gpipe_train on synthetic data for the quick presets (fashion-mnist-cpu's AmoebaNet-D,
+#      transformer-cpu), two stages on cuda:0, with step time and peak memory per device;
+#   6. summary.md and summary.json.
+# A dry run does all of it on the CPU with small sizes, so every step but the GPU's own is
+# exercised here; its summary says so. Everything lands in DIR (default results/gpu, for a dry
+# run results/gpu_dry_run), with gpu_check.log and the commands in commands.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
-out=results/gpu
+usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; }
+out=""
 pack=0
+dry=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --pack) pack=1 ;;
+    --dry-run) dry=1 ;;
     --out) out=${2:?--out needs a folder}; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "gpu_check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -37,11 +47,12 @@ while [[ $# -gt 0 ]]; do
 done
 
 deps=$PWD/.gpu_deps
-if [[ $pack -eq 1 ]]; then
+pack_deps() {
   # Every file of these Debian packages but their documentation, under .gpu_deps/usr; their
   # CMake configs find their prefix relative to themselves.
-  packages=(libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 libcli11-dev nlohmann-json3-dev
-            libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian)
+  local packages=(libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 libcli11-dev nlohmann-json3-dev
+                  libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian libgloo-dev
+                  zlib1g-dev)
   rm -rf "$deps"
   for p in "${packages[@]}"; do
     dpkg -L "$p" >/dev/null 2>&1 || { echo "gpu_check.sh: package $p is not installed (scripts/install_deps.sh)" >&2; exit 1; }
@@ -53,80 +64,102 @@ if [[ $pack -eq 1 ]]; then
     done
   done
   echo "gpu_check.sh: packed ${#packages[@]} packages into .gpu_deps ($(du -sh "$deps" | cut -f1)); carry .gpu_deps"
+}
+if [[ $pack -eq 1 ]]; then
+  pack_deps
   exit 0
 fi
 
+[[ -n $out ]] || out=$([[ $dry -eq 1 ]] && echo results/gpu_dry_run || echo results/gpu)
 mkdir -p "$out"
+# Relative to the repository root when inside it, so that commands.txt reads the same anywhere.
 out=$(cd "$out" && pwd)
+out=${out#"$PWD"/}
 exec > >(tee "$out/gpu_check.log") 2>&1
 start=$SECONDS
 step() { echo "== gpu_check [$((SECONDS - start)) s] $*"; }
 fail() { echo "gpu_check FAILED: $*" >&2; exit 1; }
+: >"$out/commands.txt"
+# Runs a command from the repository root, after writing it to commands.txt.
+record() {
+  echo "$*" >>"$out/commands.txt"
+  "$@"
+}
 
 step "device"
-command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-[[ -d $deps/usr ]] || fail ".gpu_deps/ is missing: run scripts/gpu_check.sh --pack on the build machine and carry .gpu_deps"
-torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)') ||
-  fail "python3 cannot import torch: this check needs PyTorch with its CMake config"
-torch_version=$(python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())')
-echo "torch $torch_version, CMake config in $torch_prefix"
+if [[ $dry -eq 1 ]]; then
+  python=$(scripts/install_deps.sh --torch2) || fail "installing PyTorch 2.x for the dry run"
+  device=cpu
+else
+  python=${GPIPE_TORCH_PYTHON:-python3}
+  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+  device=cuda:0
+fi
+torch_version=$("$python" -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())' 2>/dev/null) ||
+  fail "$python cannot import torch: this check needs PyTorch 2.x with its CMake config"
+echo "torch $torch_version ($python)"
+[[ $dry -eq 1 || $torch_version == *True ]] || fail "torch sees no GPU: run with --dry-run on a CPU machine"
 
-step "configure build-cuda (core only)"
-logs=/tmp/gpu_check_logs
-mkdir -p "$logs"
-arch=$(python3 -c 'import torch; c = torch.cuda.get_device_capability(); print(f"{c[0]}{c[1]}")' 2>/dev/null || echo 90)
-cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPIPE_CORE_ONLY=ON \
-  -DGPIPE_WERROR=OFF -DCMAKE_PREFIX_PATH="$torch_prefix;$deps/usr" \
-  -DCMAKE_CUDA_ARCHITECTURES="$arch" -DTORCH_CUDA_ARCH_LIST="${arch:0:1}.${arch:1}" \
-  > "$logs/configure.log" 2>&1 || { tail -40 "$logs/configure.log"; fail "configure"; }
-grep "gpipe: Torch" "$logs/configure.log"
-grep -q "CUDA ON" "$logs/configure.log" || fail "the PyTorch found has no CUDA targets (torch_cuda)"
-
-step "build core_tests, models_tests, gpipe_bench"
-export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
-cmake --build build-cuda -j "$(nproc)" --target core_tests models_tests gpipe_bench \
-  > "$logs/build.log" 2>&1 || { grep -m 20 -A 5 "error" "$logs/build.log"; fail "build"; }
+step "build build-torch2 (CI's PyTorch 2.x build, CUDA required)"
+extra=""
+if [[ $dry -eq 0 ]]; then
+  [[ -d $deps/usr ]] || fail ".gpu_deps/ is missing: run scripts/gpu_check.sh --pack on the build machine and carry .gpu_deps"
+  extra=$deps/usr
+  export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+fi
+arch=$("$python" -c 'import torch; c = torch.cuda.get_device_capability(); print(f"{c[0]}.{c[1]}")' 2>/dev/null || echo 9.0)
+# Warnings are errors in CI's build (clang); that machine's gcc may warn of other things, and
+# its minutes are for measuring, so there they stay warnings.
+werror=$([[ $dry -eq 1 ]] && echo ON || echo OFF)
+GPIPE_TORCH_PYTHON=$python GPIPE_EXTRA_PREFIX=$extra GPIPE_CUDA_ARCH=$arch \
+  GPIPE_CMAKE_ARGS="-DGPIPE_REQUIRE_CUDA=ON -DGPIPE_WERROR=$werror" \
+  scripts/build.sh core_tests models_tests engine_overhead gpipe_train || fail "build"
+bin=build-torch2/bin
 
 step "CUDA tests"
-export GPIPE_GPU_CHECK_OUT=$out
-(cd build-cuda && ctest -R '^Cuda' --output-on-failure --timeout 120) || fail "CUDA tests"
-for model in amoebanet-d transformer-l; do
-  [[ -f $out/$model.json ]] || fail "the $model run wrote no $out/$model.json"
+export GPIPE_GPU_CHECK_OUT=$out  # the two-stage model runs write <model>.json and their traces
+for t in core_tests models_tests; do
+  record "$bin/$t" --gtest_filter='Cuda*' --gtest_output="xml:$out/${t%_tests}_cuda_tests.xml" ||
+    fail "CUDA tests of $t"
 done
 
-step "gpipe_bench on CUDA"
-build-cuda/bin/gpipe_bench --benchmark_filter=Cuda --benchmark_out="$out/gpipe_bench.json" \
-  --benchmark_out_format=json || fail "gpipe_bench"
+# Sizes: the GPU's, or small ones that exercise the same code on the CPU in seconds.
+if [[ $dry -eq 1 ]]; then
+  mlp=(--in-features 256 --width 256 --layers 8 --classes 10 --batch-size 64)
+  amoebanet=(--layers 1 --filters 16 --image-size 32 --batch-size 8)
+  transformer=(--layers 2 --d-model 64 --ffn 256 --heads 4 --seq-len 32 --vocab 256 --batch-size 8)
+  timing=(--rounds 1 --steps 2 --warmup 1)
+  train=(--devices cpu:0,cpu:1 --steps 3)
+else
+  mlp=(--in-features 2048 --width 2048 --layers 8 --classes 10 --batch-size 1024)
+  amoebanet=(--layers 6 --filters 64 --image-size 64 --batch-size 64)
+  transformer=(--layers 8 --d-model 1024 --ffn 4096 --heads 16 --seq-len 256 --vocab 32000 --batch-size 16)
+  timing=(--rounds 3 --steps 10 --warmup 3)
+  train=(--devices cuda:0,cuda:0 --steps 40)
+fi
+
+step "engine against plain LibTorch, the MLP at M = 1, 4, 8"
+record "$bin/engine_overhead" --model mlp "${mlp[@]}" --device "$device" --chunks 1,4,8 \
+  "${timing[@]}" --json "$out/engine_overhead_mlp.json" || fail "engine_overhead mlp"
+
+step "PyTorch eager reference, the same MLP"
+record "$python" scripts/eager_reference.py --device "$device" "${mlp[@]}" --chunks 1,4,8 \
+  "${timing[@]}" --json "$out/eager_mlp.json" || fail "eager_reference.py"
+
+step "the paper's models, engine K=1 M=1 against the plain loop"
+record "$bin/engine_overhead" --model amoebanet-d "${amoebanet[@]}" --device "$device" --chunks 1 \
+  "${timing[@]}" --json "$out/engine_overhead_amoebanet-d.json" || fail "engine_overhead amoebanet-d"
+record "$bin/engine_overhead" --model transformer-l "${transformer[@]}" --device "$device" \
+  --chunks 1 "${timing[@]}" --json "$out/engine_overhead_transformer-l.json" ||
+  fail "engine_overhead transformer-l"
+
+step "gpipe_train on synthetic data, the quick presets"
+for preset in fashion-mnist-cpu transformer-cpu; do
+  record "$bin/gpipe_train" --preset "$preset" --dataset synthetic "${train[@]}" --eval-every -1 \
+    --log-every 10 --json "$out/train_$preset.json" || fail "gpipe_train --preset $preset"
+done
 
 step "summary"
-python3 - "$out" "$torch_version" <<'EOF' || fail "summary"
-import json, sys, pathlib
-out, torch_version = pathlib.Path(sys.argv[1]), sys.argv[2]
-bench = json.loads((out / "gpipe_bench.json").read_text())
-rows = {b["name"]: b for b in bench["benchmarks"]}
-lines = ["# GPU check", "", f"Device: {bench['context'].get('host_name', '?')}; torch {torch_version}.",
-         "Made by: `scripts/gpu_check.sh` (see gpu_check.log).", "",
-         "## gpipe_bench on CUDA (MLP 8 x 2048, batch 1024, SGD)", "",
-         "| benchmark | ms/step | samples/s |", "|---|---|---|"]
-for name, b in rows.items():
-    lines.append(f"| {name} | {b['real_time']:.2f} | {b.get('items_per_second', 0):.0f} |")
-def ratio(a, b):
-    a, b = rows.get(a), rows.get(b)
-    return f"{a['items_per_second'] / b['items_per_second']:.2f}" if a and b else "-"
-k = "BM_PipelineMLPCuda/K:{}/M:{}/min_time:2.000/real_time"
-lines += ["", f"Engine overhead, K=1 M=1 over plain: {ratio(k.format(1, 1), 'BM_PlainMLPCuda/min_time:2.000/real_time')}; "
-          f"K=2 M=8 over K=2 M=1 (two stages share one GPU, so no speedup is expected): {ratio(k.format(2, 8), k.format(2, 1))}.", "",
-          "## Models on cuda:0 as two stages (M=4, recompute except last, batch 32)", "",
-          "| model | first loss | last loss | median step ms | peak bytes per stage |", "|---|---|---|---|---|"]
-summary = {"torch": torch_version, "bench": rows, "models": {}}
-for model in ("amoebanet-d", "transformer-l"):
-    run = json.loads((out / f"{model}.json").read_text())
-    steps = run["steps"]
-    ms = sorted(s["step_ms"] for s in steps)[len(steps) // 2]
-    lines.append(f"| {model} | {steps[0]['loss']:.4f} | {steps[-1]['loss']:.4f} | {ms:.2f} | {steps[-1]['peak_bytes']} |")
-    summary["models"][model] = run
-(out / "summary.md").write_text("\n".join(lines) + "\n")
-(out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-print("\n".join(lines))
-EOF
+"$python" scripts/gpu_summary.py "$out" --torch "$torch_version" --dry-run "$dry" ||
+  fail "summary"
 step "done: $out"

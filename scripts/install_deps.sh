@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Installs every Debian package the project needs, and nothing that is already there.
+# scripts/install_deps.sh [--torch2]: installs every Debian package the project needs, and
+# nothing that is already there. With --torch2 it also installs the LibTorch that GPU users
+# have, PyTorch 2.x with CUDA from the Python package registry, for the second build
+# (scripts/test_torch2.sh, scripts/gpu_check.sh), and prints the Python that imports it.
 #
 # Why a script: a fresh Debian 12 machine must go from clone to training with no manual step,
 # and CI runs this first. It skips packages already installed, runs `apt-get update` only when
@@ -7,9 +10,34 @@
 # that could not be had.
 set -euo pipefail
 
+# The PyTorch of the GPU machines (2.11.0 with CUDA 13), in a virtual environment of its own
+# (GPIPE_TORCH_VENV, default ~/.cache/gpipe/torch-2.11.0) that later runs find in place; pip's
+# own cache keeps the wheels (about 4 GB with CUDA's libraries) for a venv made afresh.
+torch_version=2.11.0
+install_torch2() {
+  local venv=${GPIPE_TORCH_VENV:-$HOME/.cache/gpipe/torch-$torch_version}
+  local python=$venv/bin/python
+  if ! "$python" -c "import torch; assert torch.__version__.split('+')[0] == '$torch_version'" \
+      2>/dev/null; then
+    echo "install_deps: installing torch==$torch_version into $venv" >&2
+    python3 -m venv "$venv" >&2 || { echo "install_deps: python3 -m venv $venv failed (python3-venv)" >&2; exit 1; }
+    "$python" -m pip install --quiet "torch==$torch_version" >&2 ||
+      { echo "install_deps: pip install torch==$torch_version failed" >&2; exit 1; }
+  fi
+  echo "$python"
+}
+torch2=0
+for arg in "$@"; do
+  case $arg in
+    --torch2) torch2=1 ;;
+    -h|--help) sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "install_deps: unknown argument '$arg' (only --torch2)" >&2; exit 2 ;;
+  esac
+done
+
 packages=(
-  # build tools
-  build-essential cmake ninja-build pkg-config clang-format
+  # build tools; python3-venv for the PyTorch 2.x build (--torch2)
+  build-essential cmake ninja-build pkg-config clang-format python3-venv
   # LibTorch 1.13 (CPU) and the Gloo backend of c10d
   libtorch-dev libgloo-dev
   # BLAS and allocator: CPU pipelines do not scale without them (docs/design.md)
@@ -33,7 +61,8 @@ for p in "${packages[@]}"; do
 done
 
 if [[ ${#missing[@]} -eq 0 ]]; then
-  echo "install_deps: all ${#packages[@]} packages present"
+  echo "install_deps: all ${#packages[@]} packages present" >&2
+  [[ $torch2 -eq 0 ]] || install_torch2
   exit 0
 fi
 
@@ -46,10 +75,10 @@ if [[ $(id -u) -ne 0 ]]; then
   sudo=(sudo)
 fi
 
-echo "install_deps: installing ${missing[*]}"
+echo "install_deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq || echo "install_deps: apt-get update failed; trying the cached lists" >&2
-if ! "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"; then
+if ! "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2; then
   for p in "${missing[@]}"; do
     if ! apt-cache show "$p" >/dev/null 2>&1; then
       echo "install_deps: package '$p' is not available from the configured Debian archive" >&2
@@ -58,4 +87,5 @@ if ! "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
   echo "install_deps: apt-get install failed for: ${missing[*]}" >&2
   exit 1
 fi
-echo "install_deps: done"
+echo "install_deps: done" >&2
+[[ $torch2 -eq 0 ]] || install_torch2

@@ -5,9 +5,8 @@
 //   BM_PipelineMLP/K:k/M:m      the engine with K stages and M micro-batches, checkpoint never
 //   BM_PipelineMLPSchedule/<schedule>/K:2/M:8   the same under every schedule (v = 2 where
 //                               it takes virtual stages: stages of 2,2,2,3 layers)
-//   BM_PlainMLPCuda, BM_PipelineMLPCuda/K:k/M:m   only where a GPU is: plain LibTorch on
-//                               cuda:0, and the engine with K stages all on cuda:0
-//                               (scripts/gpu_check.sh runs them with --benchmark_filter=Cuda)
+// On a GPU, engine_overhead compares the engine with plain LibTorch, the input placed alike
+// (scripts/gpu_check.sh).
 //
 // items_per_second is samples/s. This machine's speed drifts by several times within minutes,
 // so read the figures from repetitions in random order, which spreads the drift over every
@@ -46,7 +45,8 @@ Batch make_batch() {
   return {torch::randn({kBatch, kWidth}), torch::randint(0, kClasses, {kBatch})};
 }
 
-void run_plain(benchmark::State& state, const torch::Device& device) {
+void BM_PlainMLP(benchmark::State& state) {
+  at::set_num_threads(1);
   torch::manual_seed(0);
   torch::nn::Sequential model;
   for (int64_t i = 0; i < kDepth; ++i) {
@@ -54,10 +54,8 @@ void run_plain(benchmark::State& state, const torch::Device& device) {
     model->push_back(torch::nn::ReLU());
   }
   model->push_back(torch::nn::Linear(kWidth, kClasses));
-  model->to(device);
   torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(kLearningRate));
-  auto batch = make_batch();
-  batch = {batch.x.to(device), batch.y.to(device)};
+  const auto batch = make_batch();
   auto step = [&] {
     sgd.zero_grad();
     auto loss = torch::nn::functional::cross_entropy(model->forward(batch.x), batch.y);
@@ -71,18 +69,8 @@ void run_plain(benchmark::State& state, const torch::Device& device) {
   state.SetItemsProcessed(state.iterations() * kBatch);
 }
 
-void BM_PlainMLP(benchmark::State& state) {
-  at::set_num_threads(1);
-  run_plain(state, torch::kCPU);
-}
-
-void BM_PlainMLPCuda(benchmark::State& state) {
-  run_plain(state, torch::Device(torch::kCUDA, 0));
-}
-
-// K stages on K CPU virtual devices, or with `cuda` all on cuda:0.
-void run_pipeline(benchmark::State& state, gpipe::ScheduleKind kind, int64_t K, int64_t M,
-                  bool cuda = false) {
+// K stages on K CPU virtual devices.
+void run_pipeline(benchmark::State& state, gpipe::ScheduleKind kind, int64_t K, int64_t M) {
   torch::manual_seed(0);
   auto layers =
       gpipe::models::make_mlp(gpipe::models::MlpOptions(kWidth, kWidth, kDepth, kClasses));
@@ -110,7 +98,6 @@ void run_pipeline(benchmark::State& state, gpipe::ScheduleKind kind, int64_t K, 
       balance[gpipe::stage_device(kind, K, v, s)] += stages[s];
     options.balance(balance).stage_balance(stages);
   }
-  if (cuda) options.devices(std::vector<std::string>(K, "cuda:0"));
   gpipe::Pipeline pipe(layers, options);
   pipe.set_optimizer([](std::vector<torch::Tensor> params) {
     return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(kLearningRate));
@@ -128,10 +115,6 @@ void run_pipeline(benchmark::State& state, gpipe::ScheduleKind kind, int64_t K, 
 
 void BM_PipelineMLP(benchmark::State& state) {
   run_pipeline(state, gpipe::ScheduleKind::kGPipe, state.range(0), state.range(1));
-}
-
-void BM_PipelineMLPCuda(benchmark::State& state) {
-  run_pipeline(state, gpipe::ScheduleKind::kGPipe, state.range(0), state.range(1), true);
 }
 
 void BM_PipelineMLPSchedule(benchmark::State& state, gpipe::ScheduleKind kind) {
@@ -173,17 +156,6 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
         ->MinTime(kMinTimeS);
-  }
-  if (torch::cuda::is_available()) {
-    benchmark::RegisterBenchmark("BM_PlainMLPCuda", BM_PlainMLPCuda)
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime()
-        ->MinTime(2.0);
-    auto* cuda = benchmark::RegisterBenchmark("BM_PipelineMLPCuda", BM_PipelineMLPCuda);
-    cuda->ArgNames({"K", "M"})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
-    for (const int64_t k : {1, 2})
-      for (const int64_t m : {1, 4, 8})
-        cuda->Args({k, m});
   }
   benchmark::Initialize(&argc, argv);
   // One line per unknown flag, exit 2 as every program (gpipe/exit_codes.h).

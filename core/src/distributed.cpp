@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
+#include <torch/version.h>
 #include <unistd.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -18,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <type_traits>
 
 #include "gpipe/run_parallel.h"
 #include "store_keys.h"
@@ -74,6 +76,30 @@ std::string local_address_towards(const std::string& host) {
   return address;
 }
 
+// The one place where LibTorch's two c10d APIs differ: a Gloo or NCCL group as the
+// c10d::ProcessGroup the rest of the engine talks to. In LibTorch 1.x ProcessGroupGloo and
+// ProcessGroupNCCL are ProcessGroups themselves. From 2.0 on they are c10d::Backends, and a
+// ProcessGroup sends each tensor to the backend registered for its device type: Gloo takes CPU
+// and CUDA tensors (it stages the latter through the host), NCCL CUDA tensors only.
+template <typename Backend>
+c10::intrusive_ptr<c10d::ProcessGroup> as_process_group(
+    c10::intrusive_ptr<Backend> backend, const c10::intrusive_ptr<c10d::Store>& store, int rank,
+    int size) {
+#if TORCH_VERSION_MAJOR >= 2
+  using Type = c10d::ProcessGroup::BackendType;
+  constexpr bool nccl = !std::is_same_v<Backend, c10d::ProcessGroupGloo>;
+  const Type type = nccl ? Type::NCCL : Type::GLOO;
+  auto group = c10::make_intrusive<c10d::ProcessGroup>(store, rank, size);
+  if (!nccl) group->setBackend(c10::DeviceType::CPU, type, backend);
+  group->setBackend(c10::DeviceType::CUDA, type, backend);
+  group->setDefaultBackend(type);
+  return group;
+#else
+  (void)store, (void)rank, (void)size;
+  return backend;
+#endif
+}
+
 c10::intrusive_ptr<c10d::ProcessGroup> make_gloo(const c10::intrusive_ptr<c10d::Store>& store,
                                                  const std::string& prefix, int rank, int size,
                                                  std::chrono::milliseconds timeout,
@@ -85,8 +111,10 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_gloo(const c10::intrusive_ptr<c10d::
     options->devices.push_back(
         c10d::ProcessGroupGloo::createDeviceForHostname(local_address_towards(master)));
   }
-  return c10::make_intrusive<c10d::ProcessGroupGloo>(
-      c10::make_intrusive<c10d::PrefixStore>(prefix, store), rank, size, options);
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
+  return as_process_group(
+      c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size, options), prefixed, rank,
+      size);
 }
 
 }  // namespace
@@ -182,9 +210,11 @@ Context::Context(const Env& env, ContextOptions options) : env_(env), options_(o
 #if defined(GPIPE_WITH_CUDA) && defined(USE_C10D_NCCL)
         auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
         nccl_options->timeout = options_.timeout();
-        return c10::make_intrusive<c10d::ProcessGroupNCCL>(
-            c10::make_intrusive<c10d::PrefixStore>(prefix, store_), static_cast<int>(rank),
-            static_cast<int>(size), nccl_options);
+        auto prefixed = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
+        const int r = static_cast<int>(rank), n = static_cast<int>(size);
+        return as_process_group(
+            c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, r, n, nccl_options), prefixed, r,
+            n);
 #else
         throw ConfigError("NCCL was asked for, but this build has no CUDA/NCCL LibTorch");
 #endif

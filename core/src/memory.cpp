@@ -13,6 +13,7 @@
 #include <utility>
 
 #ifdef GPIPE_WITH_CUDA
+#include <ATen/Context.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
@@ -182,9 +183,27 @@ void clear_thread_device() {
   tls_slot = kHostSlot;
 }
 
+#ifdef GPIPE_WITH_CUDA
+namespace {
+// CUDA's caching allocator learns the device count only when CUDA is first initialised (the
+// first tensor on a GPU, in a program with no Python); until then its statistics and peak reset
+// throw "Invalid device argument". The meter may be read first (a window opened before a step,
+// a report before any work), so it initialises CUDA itself, as that first allocation would,
+// and reads zeros on an untouched device. The one place where the two LibTorch APIs differ.
+void cuda_allocator_ready() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
+  at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
+#else
+  at::globalContext().lazyInitCUDA();
+#endif
+}
+}  // namespace
+#endif
+
 DeviceStats stats(const DeviceSpec& device) {
 #ifdef GPIPE_WITH_CUDA
   if (device.is_cuda()) {
+    cuda_allocator_ready();
     // Index 0 of each statistic array is the aggregate over pools in every LibTorch version.
     const auto s = c10::cuda::CUDACachingAllocator::getDeviceStats(
         static_cast<c10::DeviceIndex>(device.index));
@@ -202,6 +221,7 @@ PeakWindow::PeakWindow(const DeviceSpec& device) : device_(device) {
 #ifdef GPIPE_WITH_CUDA
   if (device.is_cuda()) {
     const auto index = static_cast<c10::DeviceIndex>(device.index);
+    cuda_allocator_ready();
     c10::cuda::CUDACachingAllocator::resetPeakStats(index);
     start_bytes_ = stats(device).current_bytes;
     return;

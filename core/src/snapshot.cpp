@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <type_traits>
 
 #include "gpipe/errors.h"
@@ -23,7 +24,9 @@ template <typename Map>
 typename Map::key_type state_key(const Map&, const torch::Tensor& p) {
   using Key = typename Map::key_type;
   if constexpr (std::is_same_v<Key, std::string>) {
-    return c10::guts::to_string(p.unsafeGetTensorImpl());
+    std::ostringstream key;  // what 1.x's c10::guts::to_string wrote; 2.x removed it
+    key << p.unsafeGetTensorImpl();
+    return key.str();
   } else {
     return reinterpret_cast<Key>(p.unsafeGetTensorImpl());
   }

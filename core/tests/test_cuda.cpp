@@ -4,6 +4,9 @@
 // generator, and the memory meter reading the CUDA caching allocator's statistics.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "test_util.h"
 
 namespace gpipe::testing {
@@ -93,6 +96,30 @@ TEST(Cuda, DropoutIsReplayedExactlyUnderRecompute) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i)
     expect_close(a[i].second.cpu(), b[i].second.cpu(), 1e-6, 1e-7, a[i].first);
+}
+
+// Before anything is allocated on a GPU, the meter answers zero: CUDA's caching allocator does
+// not know its devices until CUDA is initialised, and LibTorch 2.11 threw "Invalid device
+// argument" from the first memory::stats(cuda:0) of a program (the meter now initialises CUDA
+// first). The check runs in a re-executed test process (GoogleTest's threadsafe death-test
+// style), so no other test has touched the GPU before it; on a GPU, the old meter ends that
+// process with the uncaught c10::Error and the test fails naming the message.
+TEST(Cuda, MemoryMeterAnswersBeforeTheFirstAllocation) {
+  SKIP_WITHOUT_CUDA();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        const auto gpu = DeviceSpec::parse("cuda:0");
+        const auto before = memory::stats(gpu);
+        memory::PeakWindow window(gpu);
+        const bool zero = before.current_bytes == 0 && before.peak_bytes == 0 &&
+                          window.start_bytes() == 0 && window.peak_bytes() == 0;
+        std::fprintf(stderr, "cuda:0 before any allocation: current %lld, peak %lld\n",
+                     static_cast<long long>(before.current_bytes),
+                     static_cast<long long>(before.peak_bytes));
+        std::exit(zero ? 0 : 3);
+      },
+      ::testing::ExitedWithCode(0), "before any allocation: current 0, peak 0");
 }
 
 // The meter reads the caching allocator: a 64 MiB tensor shows in the current bytes, and a

@@ -11,6 +11,7 @@
 #include "expect_error.h"
 #include "gpipe/gpipe.h"
 #include "gpipe/models/mlp.h"
+#include "one_intra_op_thread.h"
 
 namespace gpipe {
 // Readable test parameters in gtest's output.
@@ -45,6 +46,7 @@ struct Reference {
 // Loss and gradients of the plain model: layers applied in sequence to the whole batch.
 inline Reference plain_step(const LayerList& layers, const torch::Tensor& input,
                             const torch::Tensor& target) {
+  OneIntraOpThread one_thread;
   Activations x{input};
   for (const auto& layer : layers)
     x = layer->forward(x);
@@ -68,6 +70,7 @@ inline Reference plain_step(const LayerList& layers, const torch::Tensor& input,
 inline double plain_microbatched_step(const LayerList& layers, const torch::Tensor& input,
                                       const torch::Tensor& target, int64_t M, uint64_t seed,
                                       int64_t step) {
+  OneIntraOpThread one_thread;
   const auto inputs = split_microbatches(Activations{input}, M);
   const auto targets = split_microbatches(target, M);
   double total = 0;

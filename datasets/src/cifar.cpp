@@ -114,12 +114,12 @@ CifarSource::CifarSource(const std::string& dir, Split split, int64_t num_classe
                                     : (ten ? cifar10_classes() : cifar100_classes());
 }
 
-cv::Mat CifarSource::image(int64_t index) const {
-  cv::Mat out(kSide, kSide, CV_8UC3);
+HwcImage CifarSource::image(int64_t index) const {
+  HwcImage out(kSide, kSide, 3);
   const uint8_t* planes = pixels_.data() + index * kImageBytes;
   constexpr int64_t kPlane = kSide * kSide;
   for (int64_t y = 0; y < kSide; ++y) {
-    auto* row = out.ptr<uint8_t>(static_cast<int>(y));
+    auto* row = out.row(static_cast<int>(y));
     for (int64_t x = 0; x < kSide; ++x) {
       for (int64_t c = 0; c < 3; ++c)
         row[3 * x + c] = planes[c * kPlane + y * kSide + x];

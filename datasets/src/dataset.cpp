@@ -36,7 +36,7 @@ Example ImageDataset::get(int64_t index, Rng& rng) const {
               " out of range for dataset '", name_, "' of ", n, " examples");
   for (int64_t attempt = 0; attempt < n; ++attempt) {
     const int64_t i = (index + attempt) % n;
-    cv::Mat image;
+    HwcImage image;
     try {
       image = source_->image(i);
     } catch (const BadImageError& e) {

@@ -210,7 +210,7 @@ void ImageFolder::add_flat_folder(const std::string& dir, const std::string& lab
   }
 }
 
-cv::Mat ImageFolder::image(int64_t index) const {
+HwcImage ImageFolder::image(int64_t index) const {
   return read_image(files_[index]);
 }
 

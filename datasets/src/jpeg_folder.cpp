@@ -1,12 +1,14 @@
 #include "gpipe/datasets/jpeg_folder.h"
 
-#include <opencv2/imgproc.hpp>
-
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <vector>
 
 #include "gpipe/datasets/errors.h"
 #include "gpipe/datasets/image.h"
+#include "gpipe/datasets/resize.h"
 #include "gpipe/datasets/rng.h"
 
 namespace gpipe::datasets {
@@ -15,6 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr uint64_t kPhotoStream = 0x50484f544fULL;  // "PHOTO"
+constexpr double kTwoPi = 6.283185307179586;
 
 std::string wnid(int64_t label) {
   char name[32];
@@ -22,9 +25,89 @@ std::string wnid(int64_t label) {
   return name;
 }
 
-cv::Scalar random_colour(Rng& rng) {
-  return cv::Scalar(static_cast<double>(rng.below(256)), static_cast<double>(rng.below(256)),
-                    static_cast<double>(rng.below(256)));
+struct Colour {
+  uint8_t rgb[3];
+};
+
+Colour random_colour(Rng& rng) {
+  Colour colour;
+  for (auto& channel : colour.rgb)
+    channel = static_cast<uint8_t>(rng.below(256));
+  return colour;
+}
+
+// Blends `colour` into pixel (y, x) with weight `coverage` in [0, 1].
+void blend(HwcImage& image, int y, int x, const Colour& colour, double coverage) {
+  for (int c = 0; c < 3; ++c) {
+    uint8_t& pixel = image.at(y, x, c);
+    pixel = static_cast<uint8_t>(std::lround(pixel + (colour.rgb[c] - pixel) * coverage));
+  }
+}
+
+// A filled disc, its edge anti-aliased over about one pixel.
+void fill_disc(HwcImage& image, int cx, int cy, int radius, const Colour& colour) {
+  for (int y = std::max(0, cy - radius - 1); y <= std::min(image.height() - 1, cy + radius + 1);
+       ++y) {
+    for (int x = std::max(0, cx - radius - 1); x <= std::min(image.width() - 1, cx + radius + 1);
+         ++x) {
+      const double coverage = std::clamp(radius + 0.5 - std::hypot(x - cx, y - cy), 0.0, 1.0);
+      if (coverage > 0) blend(image, y, x, colour, coverage);
+    }
+  }
+}
+
+// A filled rectangle from corner (x0, y0) to corner (x1, y1), both inclusive, clipped.
+void fill_rectangle(HwcImage& image, int x0, int y0, int x1, int y1, const Colour& colour) {
+  for (int y = std::max(0, y0); y <= std::min(image.height() - 1, y1); ++y) {
+    for (int x = std::max(0, x0); x <= std::min(image.width() - 1, x1); ++x)
+      blend(image, y, x, colour, 1.0);
+  }
+}
+
+// Index `i` of an axis of length n, reflected at the ends without repeating the edge (-1 -> 1).
+int reflect(int i, int n) {
+  if (n == 1) return 0;
+  if (i < 0) return -i;
+  if (i >= n) return 2 * n - 2 - i;
+  return i;
+}
+
+// Adds Gaussian noise (sd 32) smoothed by a 3x3 Gaussian (sigma 0.6), saturating at 0 and 255:
+// texture that is not pure high frequency.
+void add_smooth_noise(HwcImage& image, Rng& rng) {
+  const int h = image.height();
+  const int w = image.width();
+  std::vector<float> noise(static_cast<size_t>(h) * w * 3);
+  for (size_t i = 0; i < noise.size(); i += 2) {  // Box-Muller: two normals per pair of draws
+    const double radius = 32.0 * std::sqrt(-2.0 * std::log(1.0 - rng.uniform()));
+    const double angle = kTwoPi * rng.uniform();
+    noise[i] = static_cast<float>(radius * std::cos(angle));
+    if (i + 1 < noise.size()) noise[i + 1] = static_cast<float>(radius * std::sin(angle));
+  }
+  const float side = static_cast<float>(std::exp(-1.0 / (2 * 0.6 * 0.6)));
+  const float kernel[3] = {side / (1 + 2 * side), 1 / (1 + 2 * side), side / (1 + 2 * side)};
+  std::vector<float> across(noise.size());
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      for (int c = 0; c < 3; ++c) {
+        float sum = 0;
+        for (int k = -1; k <= 1; ++k)
+          sum += kernel[k + 1] * noise[(static_cast<size_t>(y) * w + reflect(x + k, w)) * 3 + c];
+        across[(static_cast<size_t>(y) * w + x) * 3 + c] = sum;
+      }
+    }
+  }
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      for (int c = 0; c < 3; ++c) {
+        float sum = 0;
+        for (int k = -1; k <= 1; ++k)
+          sum += kernel[k + 1] * across[(static_cast<size_t>(reflect(y + k, h)) * w + x) * 3 + c];
+        uint8_t& pixel = image.at(y, x, c);
+        pixel = static_cast<uint8_t>(std::clamp(std::lround(pixel + sum), 0L, 255L));
+      }
+    }
+  }
 }
 
 void write_split(const fs::path& dir, int64_t count, const JpegFolderOptions& o, int64_t offset) {
@@ -42,40 +125,33 @@ void write_split(const fs::path& dir, int64_t count, const JpegFolderOptions& o,
 
 }  // namespace
 
-cv::Mat generate_photo_like(int64_t width, int64_t height, int64_t label, int64_t index,
-                            uint64_t seed) {
+HwcImage generate_photo_like(int64_t width, int64_t height, int64_t label, int64_t index,
+                             uint64_t seed) {
+  GPIPE_CHECK(width > 0 && height > 0, ConfigError, "photo-like image size must be positive, got ",
+              width, "x", height);
   Rng rng(
       mix_seed({seed, kPhotoStream, static_cast<uint64_t>(label), static_cast<uint64_t>(index)}));
   // A coarse random colour grid, smoothly interpolated: the low frequencies of a photograph.
-  cv::Mat coarse(6, 8, CV_8UC3);
-  for (int y = 0; y < coarse.rows; ++y) {
-    for (int x = 0; x < coarse.cols * 3; ++x)
-      coarse.ptr<uint8_t>(y)[x] = static_cast<uint8_t>(rng.below(256));
+  HwcImage coarse(6, 8, 3);
+  for (int y = 0; y < coarse.height(); ++y) {
+    for (int x = 0; x < coarse.row_bytes(); ++x)
+      coarse.row(y)[x] = static_cast<uint8_t>(rng.below(256));
   }
-  cv::Mat image;
-  cv::resize(coarse, image, cv::Size(static_cast<int>(width), static_cast<int>(height)), 0, 0,
-             cv::INTER_CUBIC);
+  HwcImage image = resize_image(coarse, static_cast<int>(width), static_cast<int>(height),
+                                Interpolation::kCubic);
   // Shapes: edges and flat regions.
   const int shapes = 6 + static_cast<int>(rng.below(10));
   for (int s = 0; s < shapes; ++s) {
-    const cv::Point centre(static_cast<int>(rng.below(width)), static_cast<int>(rng.below(height)));
+    const int cx = static_cast<int>(rng.below(width));
+    const int cy = static_cast<int>(rng.below(height));
     const int radius = 5 + static_cast<int>(rng.below(std::max<int64_t>(1, height / 4)));
     if (rng.bernoulli(0.5)) {
-      cv::circle(image, centre, radius, random_colour(rng), cv::FILLED, cv::LINE_AA);
+      fill_disc(image, cx, cy, radius, random_colour(rng));
     } else {
-      const cv::Point corner(centre.x + radius, centre.y + radius / 2);
-      cv::rectangle(image, centre, corner, random_colour(rng), cv::FILLED, cv::LINE_AA);
+      fill_rectangle(image, cx, cy, cx + radius, cy + radius / 2, random_colour(rng));
     }
   }
-  // Texture: Gaussian noise, smoothed a little so it is not pure high frequency.
-  cv::Mat noise(image.size(), CV_16SC3);
-  cv::RNG noise_rng(rng.next());  // not cv::randn: that draws from OpenCV's global generator
-  noise_rng.fill(noise, cv::RNG::NORMAL, cv::Scalar::all(0), cv::Scalar::all(32));
-  cv::GaussianBlur(noise, noise, cv::Size(3, 3), 0.6);
-  cv::Mat mixed;
-  image.convertTo(mixed, CV_16SC3);
-  mixed += noise;
-  mixed.convertTo(image, CV_8UC3);
+  add_smooth_noise(image, rng);
   return image;
 }
 

@@ -1,7 +1,6 @@
 #include "gpipe/datasets/loader.h"
 
 #include <ATen/Parallel.h>
-#include <opencv2/core.hpp>
 
 #include "gpipe/datasets/errors.h"
 
@@ -132,9 +131,8 @@ std::optional<Batch> Loader::load(const std::vector<int64_t>& order, int64_t epo
 }
 
 void Loader::worker_loop() {
-  // One thread per worker: no intra-op or OpenCV threads on top of the pool.
+  // One thread per worker: no intra-op threads on top of the pool.
   at::set_num_threads(1);
-  cv::setNumThreads(0);
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
     work_ready_.wait(lock, [this] {

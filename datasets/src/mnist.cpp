@@ -64,11 +64,10 @@ MnistSource::MnistSource(const std::string& dir, Split split, std::vector<std::s
   pixels_ = std::move(images.data);
 }
 
-cv::Mat MnistSource::image(int64_t index) const {
+HwcImage MnistSource::image(int64_t index) const {
   const auto* data = pixels_.data() + index * rows_ * cols_;
-  return cv::Mat(static_cast<int>(rows_), static_cast<int>(cols_), CV_8UC1,
-                 const_cast<uint8_t*>(data))
-      .clone();
+  return HwcImage(static_cast<int>(rows_), static_cast<int>(cols_), 1,
+                  std::vector<uint8_t>(data, data + rows_ * cols_));
 }
 
 std::string MnistSource::describe(int64_t index) const {

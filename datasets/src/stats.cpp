@@ -7,9 +7,8 @@
 
 namespace gpipe::datasets {
 
-void PixelStats::add(const cv::Mat& image) {
-  GPIPE_CHECK(!image.empty() && image.depth() == CV_8U, DataError,
-              "PixelStats::add needs a non-empty uint8 image");
+void PixelStats::add(const HwcImage& image) {
+  GPIPE_CHECK(!image.empty(), DataError, "PixelStats::add needs a non-empty image");
   const int channels = image.channels();
   if (sum_.empty()) {
     sum_.assign(channels, 0);
@@ -18,12 +17,12 @@ void PixelStats::add(const cv::Mat& image) {
   GPIPE_CHECK(channels == static_cast<int>(sum_.size()), DataError, "image has ", channels,
               " channels but earlier images had ", sum_.size());
   // Per-row partial sums fit easily in 64 bits (a row of 2^20 pixels of 255^2 is < 2^36).
-  for (int y = 0; y < image.rows; ++y) {
-    const uint8_t* row = image.ptr<uint8_t>(y);
+  for (int y = 0; y < image.height(); ++y) {
+    const uint8_t* row = image.row(y);
     for (int c = 0; c < channels; ++c) {
       uint64_t sum = 0;
       uint64_t squares = 0;
-      for (int x = 0; x < image.cols; ++x) {
+      for (int x = 0; x < image.width(); ++x) {
         const uint64_t v = row[x * channels + c];
         sum += v;
         squares += v * v;
@@ -33,7 +32,7 @@ void PixelStats::add(const cv::Mat& image) {
     }
   }
   images_ += 1;
-  pixels_ += static_cast<int64_t>(image.rows) * image.cols;
+  pixels_ += static_cast<int64_t>(image.height()) * image.width();
 }
 
 void PixelStats::merge(const PixelStats& other) {

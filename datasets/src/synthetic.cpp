@@ -24,7 +24,7 @@ SyntheticImages::SyntheticImages(int64_t count, int64_t classes, int64_t channel
     classes_.push_back("class_" + std::to_string(c));
 }
 
-cv::Mat SyntheticImages::image(int64_t index) const {
+HwcImage SyntheticImages::image(int64_t index) const {
   GPIPE_CHECK(index >= 0 && index < count_, ConfigError, "synthetic image index ", index,
               " out of range [0, ", count_, ")");
   const int64_t label = index % num_classes_;
@@ -37,9 +37,9 @@ cv::Mat SyntheticImages::image(int64_t index) const {
   }
   Rng rng(mix_seed({seed_, kImageStream, static_cast<uint64_t>(index), 1}));
   const int side = static_cast<int>(side_);
-  cv::Mat out(side, side, channels_ == 1 ? CV_8UC1 : CV_8UC3);
+  HwcImage out(side, side, static_cast<int>(channels_));
   for (int y = 0; y < side; ++y) {
-    auto* row = out.ptr<uint8_t>(y);
+    auto* row = out.row(y);
     for (int64_t x = 0; x < side * channels_; x += channels_) {
       const uint64_t bits = rng.next();
       for (int64_t c = 0; c < channels_; ++c)

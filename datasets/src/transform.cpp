@@ -1,7 +1,5 @@
 #include "gpipe/datasets/transform.h"
 
-#include <opencv2/imgproc.hpp>
-
 #include <algorithm>
 #include <cmath>
 
@@ -45,18 +43,42 @@ CropBox center_crop_box(int height, int width, int crop_height, int crop_width) 
   return {(width - crop_width) / 2, (height - crop_height) / 2, crop_width, crop_height};
 }
 
-cv::Mat resize_image(const cv::Mat& image, int width, int height) {
-  if (image.cols == width && image.rows == height) return image;
-  cv::Mat out;
-  const bool shrinking = width <= image.cols && height <= image.rows;
-  cv::resize(image, out, cv::Size(width, height), 0, 0,
-             shrinking ? cv::INTER_AREA : cv::INTER_LINEAR);
+HwcImage crop_image(const HwcImage& image, const CropBox& box) {
+  GPIPE_CHECK(box.width > 0 && box.height > 0 && box.x >= 0 && box.y >= 0 &&
+                  box.x + box.width <= image.width() && box.y + box.height <= image.height(),
+              DataError, "crop box ", box.width, "x", box.height, " at (", box.x, ", ", box.y,
+              ") is not inside the ", image.width(), "x", image.height(), " image");
+  HwcImage out(box.height, box.width, image.channels());
+  const int64_t bytes = out.row_bytes();
+  for (int y = 0; y < box.height; ++y) {
+    const uint8_t* from = image.row(box.y + y) + static_cast<int64_t>(box.x) * image.channels();
+    std::copy(from, from + bytes, out.row(y));
+  }
   return out;
 }
 
-torch::Tensor to_tensor(const cv::Mat& image, const Normalization& normalization, bool mirror) {
-  GPIPE_CHECK(!image.empty() && image.depth() == CV_8U, DataError,
-              "to_tensor needs a non-empty uint8 image");
+HwcImage pad_crop_image(const HwcImage& image, int padding, int x, int y) {
+  GPIPE_CHECK(padding >= 0 && x >= 0 && y >= 0 && x <= 2 * padding && y <= 2 * padding, DataError,
+              "pad-crop offset (", x, ", ", y, ") must be in [0, ", 2 * padding, "] for padding ",
+              padding);
+  const int channels = image.channels();
+  HwcImage out(image.height(), image.width(), channels);  // zeros: the padding
+  // Output (r, col) is input (r + y - padding, col + x - padding) where that is inside.
+  const int dx = x - padding;
+  const int dy = y - padding;
+  const int first_col = std::max(0, -dx);
+  const int last_col = std::min(image.width(), image.width() - dx);  // exclusive
+  if (first_col >= last_col) return out;
+  for (int r = std::max(0, -dy); r < std::min(image.height(), image.height() - dy); ++r) {
+    const uint8_t* from = image.row(r + dy) + static_cast<int64_t>(first_col + dx) * channels;
+    std::copy(from, from + static_cast<int64_t>(last_col - first_col) * channels,
+              out.row(r) + static_cast<int64_t>(first_col) * channels);
+  }
+  return out;
+}
+
+torch::Tensor to_tensor(const HwcImage& image, const Normalization& normalization, bool mirror) {
+  GPIPE_CHECK(!image.empty(), DataError, "to_tensor needs a non-empty image");
   const int channels = image.channels();
   GPIPE_CHECK(static_cast<int>(normalization.mean.size()) == channels &&
                   static_cast<int>(normalization.std.size()) == channels,
@@ -73,13 +95,13 @@ torch::Tensor to_tensor(const cv::Mat& image, const Normalization& normalization
           static_cast<float>((v / 255.0 - normalization.mean[c]) / normalization.std[c]);
     }
   }
-  const int rows = image.rows;
-  const int cols = image.cols;
+  const int rows = image.height();
+  const int cols = image.width();
   auto out = torch::empty({channels, rows, cols}, torch::kFloat32);
   float* dst = out.data_ptr<float>();
   const int64_t plane = static_cast<int64_t>(rows) * cols;
   for (int y = 0; y < rows; ++y) {
-    const uint8_t* src = image.ptr<uint8_t>(y);
+    const uint8_t* src = image.row(y);
     for (int c = 0; c < channels; ++c) {
       const float* lut = table.data() + c * 256;
       float* row = dst + c * plane + static_cast<int64_t>(y) * cols;
@@ -110,27 +132,25 @@ Transform::Transform(TransformOptions options) : options_(std::move(options)) {
               "crop_fraction must be in (0, 1], got ", o.crop_fraction());
 }
 
-torch::Tensor Transform::operator()(const cv::Mat& image, Rng& rng) const {
+torch::Tensor Transform::operator()(const HwcImage& image, Rng& rng) const {
   GPIPE_CHECK(!image.empty(), DataError, "cannot transform an empty image");
   const auto& o = options_;
   const int size = static_cast<int>(o.size());
-  cv::Mat out;
+  HwcImage out;
   bool mirror = false;
   if (o.train()) {
     switch (o.train_crop()) {
       case TrainCrop::kRandomResized: {
-        const auto box = random_resized_crop_box(image.rows, image.cols, o.min_scale(),
+        const auto box = random_resized_crop_box(image.height(), image.width(), o.min_scale(),
                                                  o.max_scale(), o.min_ratio(), o.max_ratio(), rng);
-        out = resize_image(image(cv::Rect(box.x, box.y, box.width, box.height)), size, size);
+        out = resize_image(crop_image(image, box), size, size);
         break;
       }
       case TrainCrop::kPadCrop: {
         const int pad = static_cast<int>(o.padding());
-        cv::Mat padded;
-        cv::copyMakeBorder(image, padded, pad, pad, pad, pad, cv::BORDER_CONSTANT, cv::Scalar());
         const int y = static_cast<int>(rng.below(2 * pad + 1));
         const int x = static_cast<int>(rng.below(2 * pad + 1));
-        out = resize_image(padded(cv::Rect(x, y, image.cols, image.rows)), size, size);
+        out = resize_image(pad_crop_image(image, pad, x, y), size, size);
         break;
       }
       case TrainCrop::kResize:
@@ -152,12 +172,11 @@ torch::Tensor Transform::operator()(const cv::Mat& image, Rng& rng) const {
   } else {
     // Shorter side to round(size / crop_fraction), then the centre size x size.
     const double shorter = std::round(size / o.crop_fraction());
-    const double scale = shorter / std::min(image.rows, image.cols);
-    const int width = std::max(size, static_cast<int>(std::lround(image.cols * scale)));
-    const int height = std::max(size, static_cast<int>(std::lround(image.rows * scale)));
+    const double scale = shorter / std::min(image.height(), image.width());
+    const int width = std::max(size, static_cast<int>(std::lround(image.width() * scale)));
+    const int height = std::max(size, static_cast<int>(std::lround(image.height() * scale)));
     const auto resized = resize_image(image, width, height);
-    const auto box = center_crop_box(height, width, size, size);
-    out = resized(cv::Rect(box.x, box.y, box.width, box.height));
+    out = crop_image(resized, center_crop_box(height, width, size, size));
   }
   return to_tensor(out, o.normalization(), mirror);
 }

@@ -37,10 +37,15 @@ TEST(Cifar10, PlanarPixelsBecomeRgbHwc) {
   write_cifar10(dir.str());
   CifarSource train(dir.str(), Split::kTrain, 10);
   const auto image = train.image(4);  // record 4: R = 12, G = 13, B = 14
-  ASSERT_EQ(image.type(), CV_8UC3);
-  ASSERT_EQ(image.rows, 32);
-  EXPECT_EQ(image.at<cv::Vec3b>(10, 20), cv::Vec3b(12, 13, 14));
-  EXPECT_EQ(image.at<cv::Vec3b>(0, 1), cv::Vec3b(1, 2, 3));  // pixel 1 of each plane
+  ASSERT_EQ(image.channels(), 3);
+  ASSERT_EQ(image.height(), 32);
+  ASSERT_EQ(image.width(), 32);
+  EXPECT_EQ(image.at(10, 20, 0), 12);
+  EXPECT_EQ(image.at(10, 20, 1), 13);
+  EXPECT_EQ(image.at(10, 20, 2), 14);
+  EXPECT_EQ(image.at(0, 1, 0), 1);  // pixel 1 of each plane
+  EXPECT_EQ(image.at(0, 1, 1), 2);
+  EXPECT_EQ(image.at(0, 1, 2), 3);
 }
 
 TEST(Cifar10, FindsTheArchiveFolderAndItsClassNames) {
@@ -67,7 +72,10 @@ TEST(Cifar100, UsesTheFineLabel) {
   EXPECT_EQ(train.label(1), 99);
   EXPECT_EQ(train.classes().size(), 100u);
   EXPECT_EQ(train.classes()[99], "worm");
-  EXPECT_EQ(train.image(1).at<cv::Vec3b>(5, 5), cv::Vec3b(3, 4, 5));  // record 1
+  const auto record1 = train.image(1);
+  EXPECT_EQ(record1.at(5, 5, 0), 3);  // record 1
+  EXPECT_EQ(record1.at(5, 5, 1), 4);
+  EXPECT_EQ(record1.at(5, 5, 2), 5);
   EXPECT_EQ(CifarSource(dir.str(), Split::kTest, 100).label(0), 77);
 }
 

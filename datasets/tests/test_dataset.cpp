@@ -39,6 +39,7 @@ TEST(ImageDataset, NormalizationMustMatchTheSourceChannels) {
 }
 
 TEST(ImageDataset, UndecodableImageFailsByDefaultNamingTheFile) {
+  GPIPE_REQUIRE_IMAGE_CODECS();
   TempDir root;
   ImageDataset data("imagenet", folder_with_a_bad_image(root), Transform(TransformOptions(8)));
   Rng rng(0);
@@ -46,6 +47,7 @@ TEST(ImageDataset, UndecodableImageFailsByDefaultNamingTheFile) {
 }
 
 TEST(ImageDataset, SkipBadReplacesTheImageWithTheNextAndCountsIt) {
+  GPIPE_REQUIRE_IMAGE_CODECS();
   TempDir root;
   auto source = folder_with_a_bad_image(root);
   ImageDataset data("imagenet", source, Transform(TransformOptions(8)), /*skip_bad=*/true);

@@ -34,6 +34,7 @@ nlohmann::json read_json(const std::string& path) {
 }
 
 TEST(DatasetInfo, ReportsAGeneratedFolderAndSkipsAnUndecodableImage) {
+  GPIPE_REQUIRE_IMAGE_CODECS();
   TempDir dir;
   const auto data = dir / "jpegs";
   ASSERT_EQ(run_tool(dir, "--generate-jpegs " + data + " --count 9 --classes 3").status, 0);

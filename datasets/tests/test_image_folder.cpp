@@ -31,6 +31,7 @@ std::vector<int64_t> labels(const ImageSource& source) {
 }
 
 TEST(ImageFolder, TrainClassesAreSortedWnids) {
+  GPIPE_REQUIRE_IMAGE_CODECS();
   TempDir root;
   write_train(root);
   ImageFolder train(root.str(), Split::kTrain);
@@ -39,12 +40,13 @@ TEST(ImageFolder, TrainClassesAreSortedWnids) {
   EXPECT_EQ(labels(train), (std::vector<int64_t>{0, 0, 0, 1, 2, 2}));
   EXPECT_NE(train.path(3).find("n02/only.png"), std::string::npos);
   const auto image = train.image(0);
-  EXPECT_EQ(image.rows, 16);
-  EXPECT_EQ(image.cols, 20);
+  EXPECT_EQ(image.height(), 16);
+  EXPECT_EQ(image.width(), 20);
   EXPECT_EQ(image.channels(), 3);
 }
 
 TEST(ImageFolder, ValAsClassFolders) {
+  GPIPE_REQUIRE_IMAGE_CODECS();
   TempDir root;
   write_train(root);
   write_small_image(root / "val/n03/v1.JPEG");
@@ -55,6 +57,7 @@ TEST(ImageFolder, ValAsClassFolders) {
 }
 
 TEST(ImageFolder, FlatValWithFileAndLabelLines) {
+  GPIPE_REQUIRE_IMAGE_CODECS();
   TempDir root;
   write_train(root);
   write_flat_val(root);
@@ -70,6 +73,7 @@ TEST(ImageFolder, FlatValWithFileAndLabelLines) {
 }
 
 TEST(ImageFolder, FlatValWithKaggleCsv) {
+  GPIPE_REQUIRE_IMAGE_CODECS();
   TempDir root;
   write_train(root);
   write_flat_val(root);
@@ -84,6 +88,7 @@ TEST(ImageFolder, FlatValWithKaggleCsv) {
 }
 
 TEST(ImageFolder, FlatValWithGroundTruthList) {
+  GPIPE_REQUIRE_IMAGE_CODECS();
   TempDir root;
   write_train(root);
   write_flat_val(root);
@@ -93,6 +98,7 @@ TEST(ImageFolder, FlatValWithGroundTruthList) {
 }
 
 TEST(ImageFolder, LabelsOutOfRangeOrUnknownNameFileAndLine) {
+  GPIPE_REQUIRE_IMAGE_CODECS();
   TempDir root;
   write_train(root);
   write_flat_val(root);
@@ -106,6 +112,7 @@ TEST(ImageFolder, LabelsOutOfRangeOrUnknownNameFileAndLine) {
 }
 
 TEST(ImageFolder, LabelsFileProblems) {
+  GPIPE_REQUIRE_IMAGE_CODECS();
   TempDir root;
   write_train(root);
   write_flat_val(root);
@@ -129,6 +136,7 @@ TEST(ImageFolder, LabelsFileProblems) {
 }
 
 TEST(ImageFolder, MissingFolders) {
+  GPIPE_REQUIRE_IMAGE_CODECS();
   TempDir root;
   expect_error<DataError>([&] { ImageFolder(root / "nowhere", Split::kTrain); },
                           {"nowhere", "does not exist"});
@@ -140,6 +148,7 @@ TEST(ImageFolder, MissingFolders) {
 }
 
 TEST(ImageFolder, EmptyClassFolder) {
+  GPIPE_REQUIRE_IMAGE_CODECS();
   TempDir root;
   write_train(root);
   fs::create_directories(root / "train/n04");
@@ -149,6 +158,7 @@ TEST(ImageFolder, EmptyClassFolder) {
 }
 
 TEST(ImageFolder, ValClassThatTrainLacks) {
+  GPIPE_REQUIRE_IMAGE_CODECS();
   TempDir root;
   write_train(root);
   write_small_image(root / "val/n77/v.JPEG");
@@ -157,6 +167,7 @@ TEST(ImageFolder, ValClassThatTrainLacks) {
 }
 
 TEST(ImageFolder, UndecodableImageNamesTheFile) {
+  GPIPE_REQUIRE_IMAGE_CODECS();
   TempDir root;
   write_train(root);
   write_bytes(root / "train/n02/broken.JPEG", {0xff, 0xd8, 0xff, 0x00, 0x01});
@@ -170,6 +181,7 @@ TEST(ImageFolder, UndecodableImageNamesTheFile) {
 }
 
 TEST(ImageFolder, GenericClassFolders) {
+  GPIPE_REQUIRE_IMAGE_CODECS();
   TempDir root;
   write_train(root);
   const auto folder = ImageFolder::from_class_folders(root / "train");

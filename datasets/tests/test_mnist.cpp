@@ -19,10 +19,10 @@ TEST(Mnist, ReadsPlainAndGzippedSplits) {
   EXPECT_EQ(test.label(0), 9);
   EXPECT_EQ(train.channels(), 1);
   const auto image = train.image(3);
-  EXPECT_EQ(image.rows, 28);
-  EXPECT_EQ(image.cols, 28);
+  EXPECT_EQ(image.height(), 28);
+  EXPECT_EQ(image.width(), 28);
   EXPECT_EQ(image.channels(), 1);
-  EXPECT_EQ(image.at<uint8_t>(5, 7), 30);  // image i is filled with 10 i
+  EXPECT_EQ(image.at(5, 7), 30);  // image i is filled with 10 i
   EXPECT_NE(test.images_path().find(".gz"), std::string::npos);
   EXPECT_NE(train.describe(3).find("image 3"), std::string::npos);
 }
@@ -85,7 +85,7 @@ TEST_F(FashionMnist, DebianPackageHas60000And10000BalancedImages) {
     for (int64_t i = 0; i < source.size(); ++i)
       ++per_class[source.label(i)];
     EXPECT_EQ(per_class, std::vector<int64_t>(10, count / 10)) << to_string(split);
-    EXPECT_EQ(source.image(0).rows, 28);
+    EXPECT_EQ(source.image(0).height(), 28);
   }
 }
 

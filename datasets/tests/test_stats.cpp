@@ -8,11 +8,7 @@ namespace {
 
 TEST(PixelStats, MeanAndStdOfKnownPixels) {
   // Channel 0 holds 0 and 255 in equal numbers (mean 0.5, std 0.5); channel 1 is constant 51.
-  cv::Mat image(2, 2, CV_8UC2);
-  image.at<cv::Vec2b>(0, 0) = {0, 51};
-  image.at<cv::Vec2b>(0, 1) = {255, 51};
-  image.at<cv::Vec2b>(1, 0) = {0, 51};
-  image.at<cv::Vec2b>(1, 1) = {255, 51};
+  const HwcImage image(2, 2, 2, {0, 51, 255, 51, 0, 51, 255, 51});
   PixelStats stats;
   stats.add(image);
   EXPECT_EQ(stats.images(), 1);
@@ -24,12 +20,14 @@ TEST(PixelStats, MeanAndStdOfKnownPixels) {
 }
 
 TEST(PixelStats, AgreesWithTorchOverImagesOfDifferentSizes) {
-  std::vector<cv::Mat> images = {pattern(10, 7, 3, 1), pattern(3, 30, 3, 2), pattern(16, 16, 3, 9)};
+  std::vector<HwcImage> images = {pattern(10, 7, 3, 1), pattern(3, 30, 3, 2),
+                                  pattern(16, 16, 3, 9)};
   PixelStats stats;
   std::vector<torch::Tensor> flat;
   for (const auto& image : images) {
     stats.add(image);
-    flat.push_back(torch::from_blob(image.data, {image.rows * image.cols, 3}, torch::kUInt8)
+    flat.push_back(torch::from_blob(const_cast<uint8_t*>(image.data()),
+                                    {image.height() * image.width(), 3}, torch::kUInt8)
                        .to(torch::kDouble));
   }
   const auto all = torch::cat(flat) / 255.0;

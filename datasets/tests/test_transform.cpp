@@ -62,7 +62,7 @@ TEST(CenterCrop, IsCentredAndClamped) {
 }
 
 TEST(ToTensor, NormalisesPerChannelInRgbOrder) {
-  cv::Mat image(2, 3, CV_8UC3, cv::Scalar(0, 51, 255));
+  const auto image = solid(2, 3, {0, 51, 255});
   const Normalization n{{0.0, 0.2, 0.5}, {1.0, 0.5, 0.25}};
   const auto t = to_tensor(image, n);
   ASSERT_EQ(t.sizes(), (std::vector<int64_t>{3, 2, 3}));
@@ -89,8 +89,8 @@ TEST(ToTensor, NormalizationMustMatchTheChannels) {
 TEST(Transform, EvalResizesThenCropsTheCentre) {
   // 500x375 black with a 15-pixel white border: resizing to 256 on the shorter side maps the
   // border to 10 pixels, and the centre 224 crop drops 16 on each side, so no white is left.
-  cv::Mat image(375, 500, CV_8UC3, cv::Scalar::all(255));
-  image(cv::Rect(15, 15, 470, 345)).setTo(cv::Scalar::all(0));
+  auto image = solid(375, 500, {255, 255, 255});
+  fill_box(image, {15, 15, 470, 345}, 0);
   Transform eval(TransformOptions(224).normalization({{0, 0, 0}, {1, 1, 1}}));
   Rng rng(0);
   const auto out = eval(image, rng);
@@ -120,8 +120,8 @@ TEST(Transform, TrainIsAFunctionOfTheRng) {
 
 TEST(Transform, FlipsAboutHalfTheTime) {
   // Left half black, right half white: a flipped output is white on the left.
-  cv::Mat image(8, 8, CV_8UC1, cv::Scalar(0));
-  image(cv::Rect(4, 0, 4, 8)).setTo(cv::Scalar(255));
+  auto image = solid(8, 8, {0});
+  fill_box(image, {4, 0, 4, 8}, 255);
   Transform train(
       TransformOptions(8).train(true).train_crop(TrainCrop::kResize).normalization({{0}, {1}}));
   int flipped = 0;
@@ -144,7 +144,7 @@ TEST(Transform, FlipsAboutHalfTheTime) {
 TEST(Transform, CutoutZeroesOneClippedSquareAndLeavesTheStreamAloneWhenOff) {
   // A white 16x16 image normalised to 1: cutout 8 zeroes one square of at most 8x8, clipped at
   // the borders, somewhere new for each seed; the rest stays 1.
-  cv::Mat image(16, 16, CV_8UC1, cv::Scalar(255));
+  const auto image = solid(16, 16, {255});
   const auto options =
       TransformOptions(16).train(true).train_crop(TrainCrop::kResize).normalization({{0}, {1}});
   Transform cut(TransformOptions(options).cutout(8));
@@ -177,7 +177,7 @@ TEST(Transform, PadCropShiftsByAtMostThePadding) {
   // A white image padded by 4 with black: each output is the image shifted by -4..4 rows (and
   // columns), so its white rows run from `first` to `last` with black on one side only, and
   // every one of the nine shifts occurs.
-  cv::Mat image(32, 32, CV_8UC3, cv::Scalar::all(255));
+  const auto image = solid(32, 32, {255, 255, 255});
   Transform train(TransformOptions(32)
                       .train(true)
                       .train_crop(TrainCrop::kPadCrop)

@@ -62,17 +62,46 @@ inline std::vector<uint8_t> read_bytes(const std::string& path) {
 }
 
 // A uint8 HWC image whose pixel (y, x, c) is (seed + 7y + 3x + 50c) mod 256.
-inline cv::Mat pattern(int height, int width, int channels, int seed = 0) {
-  cv::Mat image(height, width, channels == 1 ? CV_8UC1 : CV_8UC3);
+inline HwcImage pattern(int height, int width, int channels, int seed = 0) {
+  HwcImage image(height, width, channels);
   for (int y = 0; y < height; ++y) {
     for (int x = 0; x < width; ++x) {
       for (int c = 0; c < channels; ++c)
-        image.ptr<uint8_t>(y)[x * channels + c] =
-            static_cast<uint8_t>(seed + 7 * y + 3 * x + 50 * c);
+        image.at(y, x, c) = static_cast<uint8_t>(seed + 7 * y + 3 * x + 50 * c);
     }
   }
   return image;
 }
+
+// A height x width image of one colour (one byte per channel).
+inline HwcImage solid(int height, int width, const std::vector<uint8_t>& colour) {
+  HwcImage image(height, width, static_cast<int>(colour.size()));
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < width; ++x) {
+      for (size_t c = 0; c < colour.size(); ++c)
+        image.at(y, x, static_cast<int>(c)) = colour[c];
+    }
+  }
+  return image;
+}
+
+// Sets every channel of the pixels inside `box` to `value`.
+inline void fill_box(HwcImage& image, const CropBox& box, uint8_t value) {
+  for (int y = box.y; y < box.y + box.height; ++y) {
+    for (int x = box.x; x < box.x + box.width; ++x) {
+      for (int c = 0; c < image.channels(); ++c)
+        image.at(y, x, c) = value;
+    }
+  }
+}
+
+// First statement of a test that writes or decodes JPEG/PNG files: skips it in a build without
+// OpenCV (test_image.cpp checks that such a build refuses them with the fix in the message).
+#define GPIPE_REQUIRE_IMAGE_CODECS()                                           \
+  do {                                                                         \
+    if (!::gpipe::datasets::image_codecs_available())                          \
+      GTEST_SKIP() << "this build has no OpenCV: JPEG/PNG codecs unavailable"; \
+  } while (false)
 
 // An MNIST-style pair of IDX files for `stem` (train or t10k): image i is filled with value
 // 10 * i (mod 256), label i is labels[i].

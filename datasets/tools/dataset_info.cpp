@@ -17,7 +17,6 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
-#include <opencv2/core.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -36,6 +35,7 @@ namespace {
 
 using gpipe::datasets::BadImageError;
 using gpipe::datasets::DatasetOptions;
+using gpipe::datasets::HwcImage;
 using gpipe::datasets::ImageSource;
 using gpipe::datasets::PixelStats;
 using gpipe::datasets::Split;
@@ -104,9 +104,8 @@ Scan scan(const ImageSource& source, const std::vector<int64_t>& indexes, int64_
           bool skip_bad) {
   std::vector<Scan> parts(workers);
   gpipe::run_parallel(workers, [&](int64_t w) {
-    cv::setNumThreads(0);
     for (size_t k = w; k < indexes.size(); k += workers) {
-      cv::Mat image;
+      HwcImage image;
       try {
         image = source.image(indexes[k]);
       } catch (const BadImageError& e) {
@@ -117,10 +116,10 @@ Scan scan(const ImageSource& source, const std::vector<int64_t>& indexes, int64_
         continue;
       }
       parts[w].stats.add(image);
-      parts[w].min_height = std::min<int64_t>(parts[w].min_height, image.rows);
-      parts[w].max_height = std::max<int64_t>(parts[w].max_height, image.rows);
-      parts[w].min_width = std::min<int64_t>(parts[w].min_width, image.cols);
-      parts[w].max_width = std::max<int64_t>(parts[w].max_width, image.cols);
+      parts[w].min_height = std::min<int64_t>(parts[w].min_height, image.height());
+      parts[w].max_height = std::max<int64_t>(parts[w].max_height, image.height());
+      parts[w].min_width = std::min<int64_t>(parts[w].min_width, image.width());
+      parts[w].max_width = std::max<int64_t>(parts[w].max_width, image.width());
     }
   });
   Scan all;
@@ -205,7 +204,6 @@ json benchmark(const Args& args) {
   const auto count = static_cast<int64_t>(order.size());
 
   at::set_num_threads(1);
-  cv::setNumThreads(0);
   // Each run gives images per second of wall time and CPU seconds (all threads) per image.
   struct Run {
     double rate;

@@ -12,6 +12,7 @@
 
 #include "gpipe/gpipe.h"
 #include "gpipe/models/model.h"
+#include "one_intra_op_thread.h"
 
 namespace gpipe::models::testing {
 
@@ -62,6 +63,7 @@ struct Reference {
 // and its mean loss is weighted by its share of the batch.
 inline Reference plain_step(const LayerList& layers, const torch::Tensor& input,
                             const torch::Tensor& target, const LossFn& loss_fn, int64_t chunks) {
+  gpipe::testing::OneIntraOpThread one_thread;
   const auto inputs = split_microbatches(input, chunks);
   const auto targets = split_microbatches(target, chunks);
   Reference ref;

@@ -14,7 +14,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     gpipe::datasets::CifarSource source(dir.string(), gpipe::datasets::Split::kTest, 10);
     for (int64_t i = 0; i < source.size() && i < 4; ++i) {
       const auto image = source.image(i);
-      if (image.rows != 32 || image.cols != 32 || source.label(i) < 0 || source.label(i) >= 10)
+      if (image.height() != 32 || image.width() != 32 || source.label(i) < 0 ||
+          source.label(i) >= 10)
         std::abort();
     }
   } catch (const gpipe::InputError&) {

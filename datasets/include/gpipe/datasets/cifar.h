@@ -26,7 +26,7 @@ class CifarSource : public ImageSource {
 
   int64_t size() const override { return static_cast<int64_t>(labels_.size()); }
   int64_t label(int64_t index) const override { return labels_[index]; }
-  cv::Mat image(int64_t index) const override;
+  HwcImage image(int64_t index) const override;
   const std::vector<std::string>& classes() const override { return classes_; }
   int64_t channels() const override { return 3; }
   std::string describe(int64_t index) const override;

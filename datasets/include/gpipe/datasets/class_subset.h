@@ -30,7 +30,7 @@ class ClassSubset : public ImageSource {
 
   int64_t size() const override { return static_cast<int64_t>(indices_.size()); }
   int64_t label(int64_t index) const override { return labels_[index]; }
-  cv::Mat image(int64_t index) const override { return source_->image(indices_[index]); }
+  HwcImage image(int64_t index) const override { return source_->image(indices_[index]); }
   const std::vector<std::string>& classes() const override { return names_; }
   int64_t channels() const override { return source_->channels(); }
   std::string describe(int64_t index) const override { return source_->describe(indices_[index]); }

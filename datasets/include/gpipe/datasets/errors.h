@@ -33,4 +33,11 @@ class BadImageError : public DataError {
   std::string path_;
 };
 
+// This build cannot decode or encode JPEG and PNG: it was configured without OpenCV, which
+// reading an ImageNet folder (and writing JPEGs) needs. The message says how to fix the build.
+class ImageCodecsUnavailableError : public ConfigError {
+ public:
+  using ConfigError::ConfigError;
+};
+
 }  // namespace gpipe::datasets

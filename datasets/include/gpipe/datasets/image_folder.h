@@ -13,7 +13,7 @@
 // is a wnid or a 0-based class index in sorted-wnid order. (The devkit's
 // ILSVRC2012_validation_ground_truth.txt numbers classes 1..1000 in its own order: map it to
 // wnids first.) Files are .JPEG/.jpg/.jpeg/.png in any case; other files are ignored. Images
-// are decoded on demand with OpenCV, so a corrupt one is found when it is first read.
+// are decoded on demand (image.h, OpenCV), so a corrupt one is found when it is first read.
 #pragma once
 
 #include <string>
@@ -39,7 +39,7 @@ class ImageFolder : public ImageSource {
 
   int64_t size() const override { return static_cast<int64_t>(files_.size()); }
   int64_t label(int64_t index) const override { return labels_[index]; }
-  cv::Mat image(int64_t index) const override;
+  HwcImage image(int64_t index) const override;
   const std::vector<std::string>& classes() const override { return classes_; }
   int64_t channels() const override { return 3; }
   std::string describe(int64_t index) const override { return files_[index]; }

@@ -8,9 +8,10 @@
 #pragma once
 
 #include <torch/torch.h>
-#include <opencv2/core.hpp>
 
 #include <string>
+
+#include "gpipe/datasets/hwc_image.h"
 
 namespace gpipe::datasets {
 
@@ -29,8 +30,8 @@ struct JpegFolderOptions {
 };
 
 // The generated image `index` of class `label` (HWC uint8 RGB, height x width).
-cv::Mat generate_photo_like(int64_t width, int64_t height, int64_t label, int64_t index,
-                            uint64_t seed);
+HwcImage generate_photo_like(int64_t width, int64_t height, int64_t label, int64_t index,
+                             uint64_t seed);
 
 // Writes <dir>/train/<wnid>/<wnid>_<i>.JPEG (and val/ likewise), creating the folders.
 // Throws ConfigError for bad options and DataError when a file cannot be written.

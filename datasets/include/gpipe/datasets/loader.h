@@ -11,7 +11,7 @@
 // the threads, though: an epoch's order is a pure function of (seed, epoch) and sample i's
 // augmentation draws from Rng::for_sample(seed, epoch, i), so the batches are the same for any
 // number of workers and when an epoch is resumed at any batch. Each worker makes whole batches
-// (one thread each, so at::set_num_threads(1) and OpenCV's own threading off); at most
+// (one thread each, so at::set_num_threads(1)); at most
 // `prefetch` batches are ready or in progress ahead of the consumer. A worker's exception is
 // rethrown by next() at the batch it belongs to. Destroying the loader, or beginning another
 // epoch, abandons the work in flight: workers stop between samples and are joined.

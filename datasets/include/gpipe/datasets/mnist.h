@@ -28,7 +28,7 @@ class MnistSource : public ImageSource {
 
   int64_t size() const override { return count_; }
   int64_t label(int64_t index) const override { return labels_[index]; }
-  cv::Mat image(int64_t index) const override;
+  HwcImage image(int64_t index) const override;
   const std::vector<std::string>& classes() const override { return classes_; }
   int64_t channels() const override { return 1; }
   std::string describe(int64_t index) const override;

@@ -6,11 +6,11 @@
 // dataset_info and the benchmark are written once for all of them.
 #pragma once
 
-#include <opencv2/core.hpp>
-
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "gpipe/datasets/hwc_image.h"
 
 namespace gpipe::datasets {
 
@@ -24,7 +24,7 @@ class ImageSource {
   virtual int64_t label(int64_t index) const = 0;
   // Image `index` as HWC uint8: 3 channels in RGB order, or 1 for grayscale sources. Safe to
   // call from several threads at once. Throws BadImageError when it cannot be decoded.
-  virtual cv::Mat image(int64_t index) const = 0;
+  virtual HwcImage image(int64_t index) const = 0;
   // Class names; the class index is the position.
   virtual const std::vector<std::string>& classes() const = 0;
   // Channels of every image (1 or 3).

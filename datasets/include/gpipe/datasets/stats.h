@@ -7,17 +7,17 @@
 // between threads (merge).
 #pragma once
 
-#include <opencv2/core.hpp>
-
 #include <cstdint>
 #include <vector>
+
+#include "gpipe/datasets/hwc_image.h"
 
 namespace gpipe::datasets {
 
 class PixelStats {
  public:
   // Adds an HWC uint8 image; every image must have the same number of channels.
-  void add(const cv::Mat& image);
+  void add(const HwcImage& image);
   // Adds the sums of another PixelStats (same channels).
   void merge(const PixelStats& other);
 

@@ -26,7 +26,7 @@ class SyntheticImages : public ImageSource {
 
   int64_t size() const override { return count_; }
   int64_t label(int64_t index) const override { return index % num_classes_; }
-  cv::Mat image(int64_t index) const override;
+  HwcImage image(int64_t index) const override;
   const std::vector<std::string>& classes() const override { return classes_; }
   int64_t channels() const override { return channels_; }
   std::string describe(int64_t index) const override;

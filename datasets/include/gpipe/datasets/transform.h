@@ -1,4 +1,4 @@
-// Image transforms: training augmentation and evaluation preprocessing, with OpenCV.
+// Image transforms: training augmentation and evaluation preprocessing, on HwcImage.
 //
 //   Transform train(TransformOptions(224).train(true));            // ImageNet training
 //   Transform eval(TransformOptions(224));                          // resize 256, centre 224
@@ -13,9 +13,10 @@
 #pragma once
 
 #include <torch/torch.h>
-#include <opencv2/core.hpp>
 
+#include "gpipe/datasets/hwc_image.h"
 #include "gpipe/datasets/normalization.h"
+#include "gpipe/datasets/resize.h"
 #include "gpipe/datasets/rng.h"
 
 namespace gpipe::datasets {
@@ -72,12 +73,16 @@ CropBox random_resized_crop_box(int height, int width, double min_scale, double 
 // image.
 CropBox center_crop_box(int height, int width, int crop_height, int crop_width);
 
-// Resizes to width x height: area interpolation when shrinking, bilinear when enlarging.
-cv::Mat resize_image(const cv::Mat& image, int width, int height);
+// The pixels of `image` inside `box`. Throws DataError when the box is empty or not inside.
+HwcImage crop_image(const HwcImage& image, const CropBox& box);
+
+// The height x width window at (x, y) of `image` padded with `padding` zero pixels on every
+// side (pad-and-crop in one step: x and y in [0, 2 * padding]).
+HwcImage pad_crop_image(const HwcImage& image, int padding, int x, int y);
 
 // HWC uint8 -> (C, H, W) float32, (x / 255 - mean[c]) / std[c]; mirrored left-right when
 // `mirror`. Throws ConfigError when the normalization does not have one entry per channel.
-torch::Tensor to_tensor(const cv::Mat& image, const Normalization& normalization,
+torch::Tensor to_tensor(const HwcImage& image, const Normalization& normalization,
                         bool mirror = false);
 
 class Transform {
@@ -86,7 +91,7 @@ class Transform {
 
   // image: HWC uint8 with 1 or 3 channels. Returns (C, size, size) float32. Draws from `rng`
   // in training mode only.
-  torch::Tensor operator()(const cv::Mat& image, Rng& rng) const;
+  torch::Tensor operator()(const HwcImage& image, Rng& rng) const;
 
   const TransformOptions& options() const { return options_; }
 

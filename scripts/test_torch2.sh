@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# scripts/test_torch2.sh [CTEST ARGS...]: the second build CI runs on every submission: the same
+# sources against the LibTorch that GPU users have, PyTorch 2.11 with CUDA from the Python
+# package registry, in build-torch2/ (or $GPIPE_BUILD_DIR).
+#
+# It installs that PyTorch when missing (scripts/install_deps.sh --torch2), configures with CUDA
+# on against its CMake config, compiles and links every target (the CUDA and NCCL code paths
+# included: the machine has the CUDA toolkit but no GPU) with warnings as errors, then runs the
+# core and models tests on the CPU, where the CUDA tests skip. GoogleTest programs run as 4
+# shards each here: a process linked with CUDA's libraries takes about a second to start.
+# Exits non-zero on any failure.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+start=$SECONDS
+python=$(scripts/install_deps.sh --torch2)
+echo "test_torch2: $("$python" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)' 2>/dev/null) ($((SECONDS - start)) s)"
+
+build=${GPIPE_BUILD_DIR:-$root/build-torch2}
+part=$SECONDS
+GPIPE_TORCH_PYTHON=$python GPIPE_BUILD_DIR=$build \
+  GPIPE_CMAKE_ARGS="-DGPIPE_REQUIRE_CUDA=ON -DGPIPE_TEST_SHARDS=4" scripts/build.sh
+echo "test_torch2: built every target in $((SECONDS - part)) s"
+
+part=$SECONDS
+export OMP_WAIT_POLICY=PASSIVE
+ctest --test-dir "$build" --output-on-failure -j "$(nproc)" -L '^(core|models)_tests$' "$@"
+echo "test_torch2: core and models tests took $((SECONDS - part)) s"
