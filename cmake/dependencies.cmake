@@ -5,11 +5,18 @@ find_package(Torch REQUIRED)
 # OpenCV is optional: only JPEG/PNG decoding and encoding (ImageNet folders, generated JPEGs)
 # needs it, in datasets/src/image_codecs.cpp. A machine without it (a GPU machine with LibTorch
 # alone) builds everything else; reading JPEGs there throws ImageCodecsUnavailableError.
+# GPIPE_REQUIRE_OPENCV (scripts/build.sh's Debian build) makes a missing OpenCV a configure error,
+# so that the codec tests cannot skip unnoticed where OpenCV belongs.
+option(GPIPE_REQUIRE_OPENCV "Fail to configure unless OpenCV is found" OFF)
 find_package(OpenCV QUIET COMPONENTS core imgproc imgcodecs)
 if(OpenCV_FOUND)
   set(GPIPE_WITH_OPENCV ON)
 else()
   set(GPIPE_WITH_OPENCV OFF)
+  if(GPIPE_REQUIRE_OPENCV)
+    message(FATAL_ERROR "GPIPE_REQUIRE_OPENCV is on, but OpenCV (core, imgproc, imgcodecs) was "
+                        "not found: run scripts/install_deps.sh (libopencv-dev)")
+  endif()
 endif()
 message(STATUS "gpipe: OpenCV ${GPIPE_WITH_OPENCV}")
 if(NOT GPIPE_WITH_OPENCV)

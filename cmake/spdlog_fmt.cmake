@@ -6,9 +6,10 @@
 # headers met fmt 12 and did not compile ('basic_runtime' is not a member of 'fmt'). Putting
 # /usr/include first is not possible (the compiler keeps system folders last), so a folder of
 # our own holds one link, fmt -> the fmt folder of spdlog's fmt::fmt target, and goes before
-# every other include folder of every target (gpipe_target_defaults). LibTorch's public headers
-# include no fmt (checked against 2.11: torch/torch.h, c10d, c10/cuda), so they are unaffected,
-# and any LibTorch, with any bundled fmt or none, builds the same way.
+# every other include folder of every target (gpipe_target_defaults). The LibTorch headers this
+# project includes (torch/torch.h, c10d's process groups and stores, c10/cuda) include no fmt
+# (checked against 2.11; c10d's logging.h and the flight recorder's headers do, and are not
+# used), so they are unaffected, and any LibTorch, with any bundled fmt or none, builds alike.
 set(GPIPE_FMT_REDIRECT_DIR "")
 if(TARGET fmt::fmt)
   get_target_property(fmt_include_dirs fmt::fmt INTERFACE_INCLUDE_DIRECTORIES)

@@ -3,7 +3,8 @@
 # torch/torch.h brings that to a few seconds.
 
 # The precompiled header is built once, in this object library, and reused by every target.
-file(WRITE ${CMAKE_BINARY_DIR}/gpipe_pch.cpp "// translation unit that owns the shared PCH\n")
+file(CONFIGURE OUTPUT ${CMAKE_BINARY_DIR}/gpipe_pch.cpp
+     CONTENT "// translation unit that owns the shared PCH\n")
 add_library(gpipe_pch OBJECT ${CMAKE_BINARY_DIR}/gpipe_pch.cpp)
 # The same warning flags as its users: -Wpedantic changes predefined macros, and a PCH built
 # without it would be rejected.

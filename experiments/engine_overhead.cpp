@@ -14,7 +14,7 @@
 // micro-batches computes. Contenders run back to back in interleaved rounds, so a drifting
 // machine slows both alike, and each reports the median of its timed steps.
 //
-//   engine_overhead --model mlp --in-features 2048 --width 2048 --depth 8 --classes 10 \
+//   engine_overhead --model mlp --in-features 2048 --width 2048 --layers 8 --classes 10 \
 //       --batch-size 1024 --device cuda:0 --chunks 1,4,8 --json overhead.json
 //
 // It prints one row per (M, placement): plain ms, engine ms, and plain / engine, the engine's
@@ -22,7 +22,6 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -32,12 +31,9 @@
 #include "gpipe/models/model_flags.h"
 #include "gpipe/models/registry.h"
 #include "gpipe/pipeline.h"
+#include "gpipe/timing.h"
 
 #include <torch/version.h>
-
-#ifdef GPIPE_WITH_CUDA
-#include <c10/cuda/CUDAFunctions.h>
-#endif
 
 namespace {
 
@@ -48,15 +44,6 @@ enum class Placement { kHost, kResident };
 
 std::string to_string(Placement p) {
   return p == Placement::kHost ? "host" : "resident";
-}
-
-// Waits for the device's queued work, so that a step's time includes it.
-void synchronize(const torch::Device& device) {
-#ifdef GPIPE_WITH_CUDA
-  if (device.is_cuda()) c10::cuda::device_synchronize();
-#else
-  (void)device;
-#endif
 }
 
 std::unique_ptr<torch::optim::Optimizer> make_sgd(std::vector<torch::Tensor> params) {
@@ -110,25 +97,23 @@ struct Row {
   std::vector<double> plain_ms, engine_ms;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
 // Times `steps` calls of `step` after `warmup` untimed ones; appends milliseconds to `out`.
+// On a GPU the clock starts and stops with no work queued (the engine reads its loss before
+// the optimizer's kernels finish).
 template <typename Step>
 void time_steps(Step&& step, const torch::Device& device, int64_t warmup, int64_t steps,
                 std::vector<double>& out) {
+  auto settle = [&] {
+    if (device.is_cuda()) torch::cuda::synchronize(device.index());
+  };
   for (int64_t i = 0; i < warmup; ++i)
     step();
   for (int64_t i = 0; i < steps; ++i) {
-    synchronize(device);
+    settle();
     const auto start = std::chrono::steady_clock::now();
     step();
-    synchronize(device);
-    out.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count());
+    settle();
+    out.push_back(gpipe::elapsed_ms(start));
   }
 }
 
@@ -187,7 +172,7 @@ nlohmann::json report(const Settings& s, const std::vector<Row>& rows) {
                       {"rows", nlohmann::json::array()}};
   std::printf("%-4s %-9s %12s %12s %14s\n", "M", "input", "plain ms", "engine ms", "plain/engine");
   for (const auto& row : rows) {
-    const double plain = median(row.plain_ms), engine = median(row.engine_ms);
+    const double plain = gpipe::median(row.plain_ms), engine = gpipe::median(row.engine_ms);
     std::printf("%-4lld %-9s %12.3f %12.3f %14.3f\n", static_cast<long long>(row.chunks),
                 to_string(row.placement).c_str(), plain, engine, plain / engine);
     j["rows"].push_back({{"chunks", row.chunks},

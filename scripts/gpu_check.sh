@@ -114,7 +114,7 @@ werror=$([[ $dry -eq 1 ]] && echo ON || echo OFF)
 GPIPE_TORCH_PYTHON=$python GPIPE_EXTRA_PREFIX=$extra GPIPE_CUDA_ARCH=$arch \
   GPIPE_CMAKE_ARGS="-DGPIPE_REQUIRE_CUDA=ON -DGPIPE_WERROR=$werror" \
   scripts/build.sh core_tests models_tests engine_overhead gpipe_train || fail "build"
-bin=build-torch2/bin
+bin=${GPIPE_BUILD_DIR:-build-torch2}/bin
 
 step "CUDA tests"
 export GPIPE_GPU_CHECK_OUT=$out  # the two-stage model runs write <model>.json and their traces

@@ -10,6 +10,7 @@ Standard library only: a GPU machine's python3 has torch and nothing else.
 import argparse
 import json
 import pathlib
+import statistics
 import xml.etree.ElementTree as ET
 
 
@@ -85,7 +86,7 @@ def two_stage_section(runs):
              "|---|---|---|---|---|---|---|"]
     for name, run in runs.items():
         steps = run["steps"]
-        ms = sorted(s["step_ms"] for s in steps)[len(steps) // 2]
+        ms = statistics.median(s["step_ms"] for s in steps)
         lines.append(f"| {name} | {run['batch_size']} | {run['chunks']} | {steps[0]['loss']:.4f} | "
                      f"{steps[-1]['loss']:.4f} | {ms:.2f} | {steps[-1]['peak_bytes']} |")
     return lines
@@ -96,8 +97,7 @@ def train_section(runs):
              "| preset | balance | steps | median step s | samples/s | last loss | "
              "peak bytes per device |", "|---|---|---|---|---|---|---|"]
     for preset, run in runs.items():
-        seconds = sorted(run["step_seconds"])
-        median = seconds[len(seconds) // 2] if seconds else float("nan")
+        median = statistics.median(run["step_seconds"]) if run["step_seconds"] else float("nan")
         lines.append(f"| {preset} | {run['balance']} | {run['steps']} | {median:.4f} | "
                      f"{run['throughput_samples_per_s']:.1f} | {run['losses'][-1]:.4f} | "
                      f"{run['peak_memory_bytes_per_device']} |")

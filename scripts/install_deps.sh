@@ -16,6 +16,12 @@ set -euo pipefail
 torch_version=2.11.0
 install_torch2() {
   local venv=${GPIPE_TORCH_VENV:-$HOME/.cache/gpipe/torch-$torch_version}
+  # LibTorch's CMake config with CUDA needs the CUDA toolkit (nvcc, cuBLAS, cuDNN, NCCL headers).
+  if ! command -v nvcc >/dev/null && [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
+    echo "install_deps: --torch2 needs the CUDA 13 toolkit (nvcc in PATH or /usr/local/cuda):" \
+      "PyTorch's CMake config finds CUDA through it; install NVIDIA's cuda-toolkit-13" >&2
+    exit 1
+  fi
   local python=$venv/bin/python
   if ! "$python" -c "import torch; assert torch.__version__.split('+')[0] == '$torch_version'" \
       2>/dev/null; then
@@ -77,7 +83,7 @@ fi
 
 echo "install_deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" apt-get update -qq || echo "install_deps: apt-get update failed; trying the cached lists" >&2
+"${sudo[@]}" apt-get update -qq >&2 || echo "install_deps: apt-get update failed; trying the cached lists" >&2
 if ! "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2; then
   for p in "${missing[@]}"; do
     if ! apt-cache show "$p" >/dev/null 2>&1; then

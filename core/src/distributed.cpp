@@ -79,8 +79,9 @@ std::string local_address_towards(const std::string& host) {
 // The one place where LibTorch's two c10d APIs differ: a Gloo or NCCL group as the
 // c10d::ProcessGroup the rest of the engine talks to. In LibTorch 1.x ProcessGroupGloo and
 // ProcessGroupNCCL are ProcessGroups themselves. From 2.0 on they are c10d::Backends, and a
-// ProcessGroup sends each tensor to the backend registered for its device type: Gloo takes CPU
-// and CUDA tensors (it stages the latter through the host), NCCL CUDA tensors only.
+// ProcessGroup sends each tensor to the backend registered for its device type: Gloo's
+// collectives take CPU and CUDA tensors (the transport copies CUDA tensors to the host before a
+// Gloo send), NCCL takes CUDA tensors only.
 template <typename Backend>
 c10::intrusive_ptr<c10d::ProcessGroup> as_process_group(
     c10::intrusive_ptr<Backend> backend, const c10::intrusive_ptr<c10d::Store>& store, int rank,
