@@ -52,7 +52,7 @@ pack_deps() {
   # CMake configs find their prefix relative to themselves.
   local packages=(libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 libcli11-dev nlohmann-json3-dev
                   libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian libgloo-dev
-                  zlib1g-dev)
+                  zlib1g-dev zlib1g)
   rm -rf "$deps"
   for p in "${packages[@]}"; do
     dpkg -L "$p" >/dev/null 2>&1 || { echo "gpu_check.sh: package $p is not installed (scripts/install_deps.sh)" >&2; exit 1; }
@@ -62,6 +62,13 @@ pack_deps() {
         cp -a "$f" "$deps$f"
       fi
     done
+  done
+  # A link to an absolute path names this machine's file (libz.so -> /lib/...): point it at the
+  # packed copy instead, relative, so that it resolves wherever .gpu_deps is carried.
+  find "$deps" -type l | while read -r link; do
+    target=$(readlink "$link")
+    [[ $target == /* && -e $deps$target ]] || continue
+    ln -sfn "$(realpath --relative-to="$(dirname "$link")" "$deps$target")" "$link"
   done
   echo "gpu_check.sh: packed ${#packages[@]} packages into .gpu_deps ($(du -sh "$deps" | cut -f1)); carry .gpu_deps"
 }
