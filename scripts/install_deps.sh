@@ -11,8 +11,10 @@
 set -euo pipefail
 
 # The PyTorch of the GPU machines (2.11.0 with CUDA 13), in a virtual environment of its own
-# (GPIPE_TORCH_VENV, default ~/.cache/gpipe/torch-2.11.0) that later runs find in place; pip's
-# own cache keeps the wheels (about 4 GB with CUDA's libraries) for a venv made afresh.
+# (GPIPE_TORCH_VENV, default ~/.cache/gpipe/torch-2.11.0) that later runs find in place. The
+# wheels (about 3 GB with CUDA's libraries) are kept in ~/.cache/gpipe/wheels-torch-2.11.0 (the
+# registry's answers are not cached by pip), so a venv made afresh downloads only what is
+# missing there.
 torch_version=2.11.0
 install_torch2() {
   local venv=${GPIPE_TORCH_VENV:-$HOME/.cache/gpipe/torch-$torch_version}
@@ -27,7 +29,10 @@ install_torch2() {
       2>/dev/null; then
     echo "install_deps: installing torch==$torch_version into $venv" >&2
     python3 -m venv "$venv" >&2 || { echo "install_deps: python3 -m venv $venv failed (python3-venv)" >&2; exit 1; }
-    "$python" -m pip install --quiet "torch==$torch_version" >&2 ||
+    local wheels=$HOME/.cache/gpipe/wheels-torch-$torch_version
+    "$python" -m pip download --quiet -d "$wheels" "torch==$torch_version" >&2 &&
+      "$python" -m pip install --quiet --no-index --find-links "$wheels" \
+        "torch==$torch_version" >&2 ||
       { echo "install_deps: pip install torch==$torch_version failed" >&2; exit 1; }
   fi
   echo "$python"
