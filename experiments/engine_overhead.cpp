@@ -14,8 +14,8 @@
 // micro-batches computes. Contenders run back to back in interleaved rounds, so a drifting
 // machine slows both alike, and each reports the median of its timed steps.
 //
-//   engine_overhead --model mlp --in-features 2048 --width 2048 --layers 8 --classes 10 \
-//       --batch-size 1024 --device cuda:0 --chunks 1,4,8 --json overhead.json
+//   engine_overhead --model mlp --in-features 2048 --width 2048 --layers 8 --classes 10
+//       --batch-size 1024 --device cuda:0 --chunks 1,4,8 --json overhead.json   (one line)
 //
 // It prints one row per (M, placement): plain ms, engine ms, and plain / engine, the engine's
 // efficiency (1.0: no overhead; above 1: the engine is faster).

@@ -156,7 +156,9 @@ TEST(Snapshot, FineTuningKeepsFreshLayersAsInitialised) {
   for (size_t i = 0; i < a.size(); ++i) {
     const bool head = a[i].first.rfind("4.", 0) == 0;
     EXPECT_EQ(torch::equal(b[i].second, head ? initial[i] : a[i].second), true) << a[i].first;
-    if (head) EXPECT_FALSE(torch::equal(a[i].second, b[i].second)) << a[i].first;
+    if (head) {
+      EXPECT_FALSE(torch::equal(a[i].second, b[i].second)) << a[i].first;
+    }
   }
 }
 
