@@ -21,9 +21,13 @@
 // efficiency (1.0: no overhead; above 1: the engine is faster).
 #include <spdlog/spdlog.h>
 
+#include <ATen/record_function.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "gpipe/exit_codes.h"
@@ -31,6 +35,7 @@
 #include "gpipe/models/model_flags.h"
 #include "gpipe/models/registry.h"
 #include "gpipe/pipeline.h"
+#include "gpipe/profile.h"
 #include "gpipe/timing.h"
 
 #include <torch/version.h>
@@ -91,23 +96,125 @@ class PlainLoop {
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
 };
 
+// Self time per operator over every thread while it lives: each ATen operator and autograd
+// node LibTorch records (RecordFunction), less the time of the operators it called. What a step
+// spends outside any recorded operator (the engine's own work, waiting) is not in it. Costs a
+// few microseconds per operator, so steps timed under it are not the figures of the table.
+class OpTally {
+ public:
+  struct Entry {
+    int64_t calls = 0;
+    double self_ms = 0;
+  };
+  using Totals = std::map<std::string, Entry>;
+
+  OpTally() {
+    instance_ = this;
+    handle_ = at::addGlobalCallback(at::RecordFunctionCallback(&OpTally::enter, &OpTally::leave));
+  }
+  ~OpTally() {
+    at::removeCallback(handle_);
+    instance_ = nullptr;
+  }
+  OpTally(const OpTally&) = delete;
+  OpTally& operator=(const OpTally&) = delete;
+
+  // Every thread's totals since the last call, summed; clears them. Call it while no operator
+  // runs (between steps).
+  Totals take() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Totals sum = std::move(ended_);
+    ended_.clear();
+    for (auto* state : threads_) {
+      add(sum, state->totals);
+      state->totals.clear();
+    }
+    return sum;
+  }
+
+ private:
+  struct Frame {
+    std::chrono::steady_clock::time_point start;
+    double children_ms = 0;
+  };
+  // One thread's stack and totals; a thread that ends (a pipeline's device worker) hands its
+  // totals over.
+  struct ThreadState {
+    std::vector<Frame> stack;
+    Totals totals;
+    ThreadState() {
+      std::lock_guard<std::mutex> lock(instance_->mutex_);
+      instance_->threads_.push_back(this);
+    }
+    ~ThreadState() {
+      if (instance_ == nullptr) return;
+      std::lock_guard<std::mutex> lock(instance_->mutex_);
+      add(instance_->ended_, totals);
+      auto& threads = instance_->threads_;
+      threads.erase(std::find(threads.begin(), threads.end(), this));
+    }
+  };
+
+  static void add(Totals& sum, const Totals& more) {
+    for (const auto& [name, entry] : more) {
+      sum[name].calls += entry.calls;
+      sum[name].self_ms += entry.self_ms;
+    }
+  }
+  static ThreadState& state() {
+    thread_local ThreadState s;
+    return s;
+  }
+  static std::unique_ptr<at::ObserverContext> enter(const at::RecordFunction&) {
+    state().stack.push_back({std::chrono::steady_clock::now(), 0});
+    return nullptr;
+  }
+  static void leave(const at::RecordFunction& fn, at::ObserverContext*) {
+    auto& s = state();
+    if (s.stack.empty()) return;  // entered before the tally began
+    const auto frame = s.stack.back();
+    s.stack.pop_back();
+    const double total = gpipe::elapsed_ms(frame.start);
+    auto& entry = s.totals[fn.name()];
+    entry.calls += 1;
+    entry.self_ms += total - frame.children_ms;
+    if (!s.stack.empty()) s.stack.back().children_ms += total;
+  }
+
+  static inline OpTally* instance_ = nullptr;
+  at::CallbackHandle handle_;
+  std::mutex mutex_;
+  std::vector<ThreadState*> threads_;  // live threads that ran an operator
+  Totals ended_;                       // what threads that ended ran
+};
+
+nlohmann::json to_json(const OpTally::Totals& totals, int64_t steps) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, entry] : totals)
+    j[name] = {{"calls_per_step", static_cast<double>(entry.calls) / steps},
+               {"self_ms_per_step", entry.self_ms / steps}};
+  return j;
+}
+
 struct Row {
   int64_t chunks;
   Placement placement;
   std::vector<double> plain_ms, engine_ms;
+  OpTally::Totals plain_ops, engine_ops;  // with --op-profile: over every timed step
 };
 
-// Times `steps` calls of `step` after `warmup` untimed ones; appends milliseconds to `out`.
-// On a GPU the clock starts and stops with no work queued (the engine reads its loss before
-// the optimizer's kernels finish).
+// Times `steps` calls of `step` after `warmup` untimed ones; appends milliseconds to `out`, and
+// with a tally adds what the timed steps ran to `ops`. On a GPU the clock starts and stops with
+// no work queued (the engine reads its loss before the optimizer's kernels finish).
 template <typename Step>
 void time_steps(Step&& step, const torch::Device& device, int64_t warmup, int64_t steps,
-                std::vector<double>& out) {
+                std::vector<double>& out, OpTally* tally, OpTally::Totals& ops) {
   auto settle = [&] {
     if (device.is_cuda()) torch::cuda::synchronize(device.index());
   };
   for (int64_t i = 0; i < warmup; ++i)
     step();
+  if (tally) tally->take();  // drops the warm-up's operators
   for (int64_t i = 0; i < steps; ++i) {
     settle();
     const auto start = std::chrono::steady_clock::now();
@@ -115,11 +222,22 @@ void time_steps(Step&& step, const torch::Device& device, int64_t warmup, int64_
     settle();
     out.push_back(gpipe::elapsed_ms(start));
   }
+  if (tally) {
+    for (const auto& [name, entry] : tally->take()) {
+      ops[name].calls += entry.calls;
+      ops[name].self_ms += entry.self_ms;
+    }
+  }
 }
 
 struct Settings {
   gpipe::models::ModelConfig model{"mlp"};
   std::string device = "cuda:0";
+  std::vector<std::string> contenders{"plain", "engine"};
+  int threads = 0;  // intra-op threads of the plain loop and of each pipeline device; 0: defaults
+  int64_t partitions = 1;
+  std::string schedule = "gpipe";
+  std::string balance_by = "params";
   int64_t batch_size = 64;
   std::vector<int64_t> chunks{1, 4, 8};
   std::vector<std::string> inputs{"host", "resident"};
@@ -127,7 +245,36 @@ struct Settings {
   int64_t steps = 5;
   int64_t warmup = 2;
   std::string json_path;
+  std::string op_profile_path;
 };
+
+// The engine's options for `chunks` micro-batches: K stages on K virtual devices of
+// `s.device` (cpu:0, cpu:1, ... or one CUDA device for every stage), balanced by
+// `s.balance_by` on one micro-batch.
+gpipe::PipelineOptions engine_options(const Settings& s, const gpipe::models::ModelBuilder& builder,
+                                      const torch::Tensor& input, int64_t chunks) {
+  const gpipe::DeviceSpec device = gpipe::DeviceSpec::parse(s.device);
+  std::vector<std::string> devices;
+  for (int64_t k = 0; k < s.partitions; ++k)
+    devices.push_back(device.is_cuda() ? s.device : "cpu:" + std::to_string(k));
+  const auto layers = builder.build();
+  const auto micro_batch = gpipe::split_microbatches(input, chunks).front();
+  const auto balance =
+      s.partitions == 1
+          ? std::vector<int64_t>{builder.num_layers()}
+          : gpipe::auto_balance(layers, s.partitions, gpipe::parse_balance_by(s.balance_by),
+                                {micro_batch}, device);
+  return gpipe::PipelineOptions(balance)
+      .devices(devices)
+      .chunks(chunks)
+      .schedule(gpipe::parse_schedule_kind(s.schedule))
+      .threads_per_device(s.threads)
+      .checkpoint(gpipe::Checkpoint::kNever);
+}
+
+bool runs(const Settings& s, const std::string& contender) {
+  return std::find(s.contenders.begin(), s.contenders.end(), contender) != s.contenders.end();
+}
 
 // Every (M, placement) in every round: the plain loop, then the engine, each on its own copy
 // of the model built afresh for that round.
@@ -137,51 +284,96 @@ std::vector<Row> measure(const Settings& s) {
   const auto batch = builder->sample_batch(s.batch_size, /*seed=*/0);
   const auto resident_input = batch.input.to(device), resident_target = batch.target.to(device);
   std::vector<Row> rows;
+  std::vector<gpipe::PipelineOptions> options;
   for (const auto m : s.chunks)
-    for (const auto& name : s.inputs)
-      rows.push_back({m, name == "host" ? Placement::kHost : Placement::kResident, {}, {}});
+    for (const auto& name : s.inputs) {
+      rows.push_back({m, name == "host" ? Placement::kHost : Placement::kResident, {}, {}, {}, {}});
+      if (runs(s, "engine")) options.push_back(engine_options(s, *builder, batch.input, m));
+    }
+  if (s.threads > 0 && runs(s, "plain")) at::set_num_threads(s.threads);
+  std::unique_ptr<OpTally> tally;
+  if (!s.op_profile_path.empty()) tally = std::make_unique<OpTally>();
   for (int64_t round = 0; round < s.rounds; ++round) {
-    for (auto& row : rows) {
+    for (size_t r = 0; r < rows.size(); ++r) {
+      auto& row = rows[r];
       const bool host = row.placement == Placement::kHost;
       const auto& x = host ? batch.input : resident_input;
       const auto& y = host ? batch.target : resident_target;
-      PlainLoop plain(*builder, device, row.chunks);
-      time_steps([&] { plain.step(x, y); }, device, s.warmup, s.steps, row.plain_ms);
-      gpipe::Pipeline engine(builder->build(),
-                             gpipe::PipelineOptions({builder->num_layers()})
-                                 .devices({s.device})
-                                 .chunks(row.chunks)
-                                 .checkpoint(gpipe::Checkpoint::kNever),
-                             builder->loss());
-      engine.set_optimizer(make_sgd);
-      time_steps([&] { engine.train_step(x, y); }, device, s.warmup, s.steps, row.engine_ms);
+      if (runs(s, "plain")) {
+        PlainLoop plain(*builder, device, row.chunks);
+        time_steps([&] { plain.step(x, y); }, device, s.warmup, s.steps, row.plain_ms, tally.get(),
+                   row.plain_ops);
+      }
+      if (runs(s, "engine")) {
+        gpipe::Pipeline engine(builder->build(), options[r], builder->loss());
+        engine.set_optimizer(make_sgd);
+        time_steps([&] { engine.train_step(x, y); }, device, s.warmup, s.steps, row.engine_ms,
+                   tally.get(), row.engine_ops);
+      }
     }
     spdlog::info("round {}/{} done", round + 1, s.rounds);
   }
   return rows;
 }
 
+// A contender's median, or JSON null (and "-" in the table) for one that did not run.
+nlohmann::json median_or_null(const std::vector<double>& ms) {
+  return ms.empty() ? nlohmann::json() : nlohmann::json(gpipe::median(ms));
+}
+
+std::string cell(const nlohmann::json& value) {
+  char text[32] = "-";
+  if (value.is_number()) std::snprintf(text, sizeof text, "%.3f", value.get<double>());
+  return text;
+}
+
+nlohmann::json report_settings(const Settings& s) {
+  return {{"model", gpipe::models::to_json(s.model)},
+          {"device", s.device},
+          {"contenders", s.contenders},
+          {"threads", s.threads},
+          {"partitions", s.partitions},
+          {"schedule", s.schedule},
+          {"balance_by", s.balance_by},
+          {"batch_size", s.batch_size},
+          {"rounds", s.rounds},
+          {"steps_per_round", s.steps},
+          {"warmup_steps", s.warmup},
+          {"torch", TORCH_VERSION}};
+}
+
 nlohmann::json report(const Settings& s, const std::vector<Row>& rows) {
-  nlohmann::json j = {{"model", gpipe::models::to_json(s.model)},
-                      {"device", s.device},
-                      {"batch_size", s.batch_size},
-                      {"rounds", s.rounds},
-                      {"steps_per_round", s.steps},
-                      {"warmup_steps", s.warmup},
-                      {"torch", TORCH_VERSION},
-                      {"rows", nlohmann::json::array()}};
+  nlohmann::json j = report_settings(s);
+  j["rows"] = nlohmann::json::array();
   std::printf("%-4s %-9s %12s %12s %14s\n", "M", "input", "plain ms", "engine ms", "plain/engine");
   for (const auto& row : rows) {
-    const double plain = gpipe::median(row.plain_ms), engine = gpipe::median(row.engine_ms);
-    std::printf("%-4lld %-9s %12.3f %12.3f %14.3f\n", static_cast<long long>(row.chunks),
-                to_string(row.placement).c_str(), plain, engine, plain / engine);
+    const auto plain = median_or_null(row.plain_ms), engine = median_or_null(row.engine_ms);
+    const auto ratio = plain.is_number() && engine.is_number()
+                           ? nlohmann::json(plain.get<double>() / engine.get<double>())
+                           : nlohmann::json();
+    std::printf("%-4lld %-9s %12s %12s %14s\n", static_cast<long long>(row.chunks),
+                to_string(row.placement).c_str(), cell(plain).c_str(), cell(engine).c_str(),
+                cell(ratio).c_str());
     j["rows"].push_back({{"chunks", row.chunks},
                          {"input", to_string(row.placement)},
                          {"plain_ms_median", plain},
                          {"engine_ms_median", engine},
-                         {"plain_over_engine", plain / engine},
+                         {"plain_over_engine", ratio},
                          {"plain_ms", row.plain_ms},
                          {"engine_ms", row.engine_ms}});
+  }
+  return j;
+}
+
+// --op-profile: per row, each contender's operators, per timed step.
+nlohmann::json op_profile(const Settings& s, const std::vector<Row>& rows) {
+  nlohmann::json j = {{"settings", report_settings(s)}, {"rows", nlohmann::json::array()}};
+  for (const auto& row : rows) {
+    const auto steps = static_cast<int64_t>(std::max(row.plain_ms.size(), row.engine_ms.size()));
+    j["rows"].push_back({{"chunks", row.chunks},
+                         {"input", to_string(row.placement)},
+                         {"plain", to_json(row.plain_ops, steps)},
+                         {"engine", to_json(row.engine_ops, steps)}});
   }
   return j;
 }
@@ -191,10 +383,31 @@ nlohmann::json report(const Settings& s, const std::vector<Row>& rows) {
 int main(int argc, char** argv) {
   Settings s;
   CLI::App app{
-      "The engine (K=1, M micro-batches) against a plain LibTorch loop of the same layers, "
-      "with the input placed alike for both; prints median ms per step and plain / engine"};
+      "The engine (K stages, M micro-batches) against a plain LibTorch loop of the same "
+      "layers, with the input placed alike for both; prints median ms per step and plain / "
+      "engine"};
   gpipe::models::add_model_flags(app, s.model);
   app.add_option("--device", s.device, "cpu or cuda:N")->capture_default_str();
+  app.add_option("--contenders", s.contenders,
+                 "which to run: plain (the layers as a plain loop on this thread), engine")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"plain", "engine"}))
+      ->capture_default_str();
+  app.add_option("--threads", s.threads,
+                 "intra-op threads of the plain loop and of each pipeline device (0: LibTorch's "
+                 "default for the plain loop, the engine's for the devices)")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
+  app.add_option("-K,--partitions", s.partitions,
+                 "the engine's stages, on cpu:0..K-1 (or all on the one CUDA device)")
+      ->check(CLI::Range(int64_t{1}, int64_t{64}))
+      ->capture_default_str();
+  app.add_option("--schedule", s.schedule, "the engine's schedule")
+      ->check(CLI::IsMember({"gpipe", "1f1b", "zb-h1"}))
+      ->capture_default_str();
+  app.add_option("--balance-by", s.balance_by, "the engine's balance for K > 1")
+      ->check(CLI::IsMember({"params", "time"}))
+      ->capture_default_str();
   app.add_option("--batch-size", s.batch_size, "samples per step")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
@@ -216,19 +429,30 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{0}, int64_t{1000}))
       ->capture_default_str();
   app.add_option("--json", s.json_path, "write the figures and every step's time here");
+  app.add_option("--op-profile", s.op_profile_path,
+                 "write each contender's self time per operator (ATen operators and autograd "
+                 "nodes, every thread, per timed step) here; the steps are then timed with the "
+                 "profiler's cost in them");
   if (auto code = gpipe::parse_command_line(app, argc, argv)) return *code;
   try {
     gpipe::DeviceSpec::parse(s.device);  // names a bad or missing device before any work
     for (const auto m : s.chunks)
       GPIPE_CHECK(s.batch_size % m == 0, gpipe::ConfigError, "--batch-size ", s.batch_size,
                   " does not split into --chunks ", m, " equal micro-batches");
-    std::ofstream out;
+    std::ofstream out, ops_out;
     if (!s.json_path.empty()) {
       out.open(s.json_path);
       GPIPE_CHECK(out.good(), gpipe::ConfigError, "cannot write --json ", s.json_path);
     }
-    const auto j = report(s, measure(s));
+    if (!s.op_profile_path.empty()) {
+      ops_out.open(s.op_profile_path);
+      GPIPE_CHECK(ops_out.good(), gpipe::ConfigError, "cannot write --op-profile ",
+                  s.op_profile_path);
+    }
+    const auto rows = measure(s);
+    const auto j = report(s, rows);
     if (out.is_open()) out << j.dump(2) << "\n";
+    if (ops_out.is_open()) ops_out << op_profile(s, rows).dump(1) << "\n";
     return gpipe::kExitOk;
   } catch (const std::exception& e) {
     std::cerr << "engine_overhead: " << gpipe::error_message(e) << "\n";

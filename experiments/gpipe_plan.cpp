@@ -150,7 +150,6 @@ void print_table(const std::vector<plan::Plan>& plans, const plan::PlanRequest& 
 }  // namespace
 
 int main(int argc, char** argv) {
-  cli::ensure_passive_openmp(argc, argv);
   CLI::App app{
       "gpipe_plan: measures a model and ranks the pipeline configurations (K, replicas, "
       "micro-batches, schedule, virtual stages, re-materialisation, balance, threads) that fit "

@@ -49,7 +49,6 @@ if ! has --preset && ! has --config; then
   fi
 fi
 
-export OMP_WAIT_POLICY=PASSIVE
 command=(experiments/run_amoebanet.sh "$@")
 set +e
 "$build/bin/gpipe_train" "${args[@]}"

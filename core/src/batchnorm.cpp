@@ -114,9 +114,12 @@ torch::Tensor DeferredBatchNormImpl::forward(const torch::Tensor& input) {
   }
   auto* context = current_layer_context();
   if (context != nullptr && context->replicas != nullptr) return forward_synchronised(input);
-  if (context == nullptr || !context->recompute) accumulate(input);
-  auto output = torch::batch_norm(input, weight, bias, /*running_mean=*/{}, /*running_var=*/{},
-                                  /*training=*/true, 0.0, options.eps(), /*cudnn_enabled=*/true);
+  // native_batch_norm returns the micro-batch's mean and 1/sqrt(var + eps) beside the output:
+  // the statistics come from the normalisation's own pass, not from a second one.
+  auto [output, mean, invstd] =
+      torch::native_batch_norm(input, weight, bias, /*running_mean=*/{}, /*running_var=*/{},
+                               /*training=*/true, 0.0, options.eps());
+  if (context == nullptr || !context->recompute) accumulate(input, mean, invstd);
   // A plain call (no pipeline) is its own mini-batch.
   if (context == nullptr) on_step_end();
   return output;
@@ -144,12 +147,14 @@ torch::Tensor DeferredBatchNormImpl::forward_synchronised(const torch::Tensor& i
                                       count, context->replicas);
 }
 
-void DeferredBatchNormImpl::accumulate(const torch::Tensor& input) {
+void DeferredBatchNormImpl::accumulate(const torch::Tensor& input, const torch::Tensor& mean,
+                                       const torch::Tensor& invstd) {
   torch::NoGradGuard no_grad;
   const int64_t n = input.numel() / options.num_features();
-  auto [var, mean] = torch::var_mean(input.detach().to(torch::kDouble), reduced_dims(input),
-                                     /*unbiased=*/false);
-  merge(mean, var * static_cast<double>(n), n);
+  // The biased variance, back from 1/sqrt(var + eps); clamped where rounding makes it negative.
+  const auto var =
+      (invstd.detach().to(torch::kDouble).square().reciprocal() - options.eps()).clamp_min(0);
+  merge(mean.detach().to(torch::kDouble), var * static_cast<double>(n), n);
 }
 
 void DeferredBatchNormImpl::merge(const torch::Tensor& mean, const torch::Tensor& m2, int64_t n) {

@@ -4,8 +4,6 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include <unistd.h>
-
 #include <csignal>
 #include <cstdlib>
 #include <sstream>
@@ -66,17 +64,7 @@ void setup_logging(const std::string& level) {
   spdlog::set_level(spdlog::level::from_str(level));
 }
 
-void ensure_passive_openmp(int argc, char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-  std::vector<char*> args(argv, argv + argc);
-  args.push_back(nullptr);
-  execv("/proc/self/exe", args.data());
-  // exec failed (no /proc?): carry on with spinning threads rather than not at all.
-}
-
 int run_main(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
-  ensure_passive_openmp(argc, argv);
   // A write past the file-size limit (ulimit -f) then fails with EFBIG and is reported like a
   // full disk, instead of SIGXFSZ killing the process in the middle of a snapshot.
   std::signal(SIGXFSZ, SIG_IGN);

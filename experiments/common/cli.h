@@ -28,12 +28,6 @@ std::vector<std::string> parse_strings(const std::string& text, char separator =
 // Logs to stderr with a short pattern; "debug" | "info" | "warn" | "error".
 void setup_logging(const std::string& level = "info");
 
-// OpenMP threads spin while idle unless OMP_WAIT_POLICY=PASSIVE, which the OpenMP runtime reads
-// once, when it loads: on two cores, spinning intra-op threads beside stage and loader threads
-// made a K=1 run 14x slower. When the variable is unset this sets it and re-executes the
-// program with the same arguments (nothing has run yet); otherwise it returns.
-void ensure_passive_openmp(int argc, char** argv);
-
 // The program's name (without its folder) and its arguments, as a result file records them;
 // an empty argument or one with spaces or quotes is single-quoted, so the line runs in a shell.
 std::string command_line(int argc, char** argv);

@@ -4,7 +4,8 @@
 // the micro-batch's own statistics is what the paper does, but updating the running mean and
 // variance after every micro-batch would weigh them M times and a recompute would count a
 // micro-batch twice. This module accumulates the statistics of every micro-batch of a step
-// (Chan's parallel merge, in float64) and updates the running statistics once, at the end of
+// (the mean and variance the normalisation itself computed, merged by Chan's parallel merge in
+// float64) and updates the running statistics once, at the end of
 // the step, as if it had seen the whole mini-batch. Recomputes are not counted. Called outside
 // a pipeline it behaves like torch::nn::BatchNorm{1,2}d.
 //
@@ -51,7 +52,10 @@ class DeferredBatchNormImpl : public torch::nn::Cloneable<DeferredBatchNormImpl>
 
  private:
   torch::Tensor forward_synchronised(const torch::Tensor& input);
-  void accumulate(const torch::Tensor& input);
+  // Merges a micro-batch's statistics, as the normalisation computed them (its mean and
+  // 1/sqrt(var + eps), per channel).
+  void accumulate(const torch::Tensor& input, const torch::Tensor& mean,
+                  const torch::Tensor& invstd);
   // Chan's merge of n samples' per-channel mean and sum of squared deviations into the step's.
   void merge(const torch::Tensor& mean, const torch::Tensor& m2, int64_t n);
 
