@@ -149,8 +149,9 @@ json transfer_rows(const std::string& preset, const std::vector<std::string>& ov
   const auto pretrain_dir = runs_dir / from;
   const auto snapshot = pretrain_dir / "snapshot";
   auto args = overrides;
+  // The table owns the folder: a pre-training run that is not reused replaces its snapshot.
   args.insert(args.end(), {"--class-subset", t.pretrain_classes, "--snapshot-dir",
-                           snapshot.string(), "--keep-snapshots", "1"});
+                           snapshot.string(), "--keep-snapshots", "1", "--overwrite-snapshots"});
   // The fine-tuning runs need the snapshot, which is not kept in the repository.
   const bool have_snapshot = fs::exists(snapshot / "latest");
   const auto pretrain = train_or_reuse(preset, args, pretrain_dir, reuse && have_snapshot, from);

@@ -4,8 +4,11 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 
 #include "gpipe/errors.h"
@@ -19,7 +22,8 @@ std::vector<T> parse_list(const std::string& text, const std::string& flag, Conv
   std::stringstream stream(text);
   std::string item;
   while (std::getline(stream, item, ',')) {
-    if (item.empty()) continue;
+    GPIPE_CHECK(!item.empty(), ConfigError, flag, ": an empty item in '", text,
+                "' (write the values separated by single commas)");
     size_t used = 0;
     T value{};
     try {
@@ -55,6 +59,19 @@ std::vector<std::string> parse_strings(const std::string& text, char separator) 
     if (!item.empty()) values.push_back(item);
   }
   return values;
+}
+
+void check_output_file(const std::string& path, const std::string& flag) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  GPIPE_CHECK(!fs::is_directory(path, error), ConfigError, flag, " '", path,
+              "' is a folder; give a file name");
+  const auto parent =
+      fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+  GPIPE_CHECK(fs::is_directory(parent, error), ConfigError, flag, " '", path, "': the folder '",
+              parent.string(), "' does not exist; create it first");
+  GPIPE_CHECK(::access(parent.c_str(), W_OK) == 0, ConfigError, flag, " '", path, "': the folder '",
+              parent.string(), "' is not writable");
 }
 
 void setup_logging(const std::string& level) {

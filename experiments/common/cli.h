@@ -20,10 +20,15 @@ using gpipe::kExitBadInput;
 using gpipe::kExitFailure;
 using gpipe::kExitOk;
 
-// "1,2.5,3" -> {1, 2.5, 3}. Throws ConfigError naming `flag` and the bad item.
+// "1,2.5,3" -> {1, 2.5, 3}. Throws ConfigError naming `flag` and the bad or empty item.
 std::vector<double> parse_doubles(const std::string& text, const std::string& flag);
 std::vector<int64_t> parse_ints(const std::string& text, const std::string& flag);
 std::vector<std::string> parse_strings(const std::string& text, char separator = ',');
+
+// Checks, before any work, that `path` (given by `flag`) can be written: not a folder, its
+// folder exists and is writable. Throws ConfigError naming the flag, the path and the fix; a
+// run must not train for an hour and then fail to write its result.
+void check_output_file(const std::string& path, const std::string& flag);
 
 // Logs to stderr with a short pattern; "debug" | "info" | "warn" | "error".
 void setup_logging(const std::string& level = "info");

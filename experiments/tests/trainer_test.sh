@@ -193,6 +193,53 @@ case "$case_name" in
     ! grep -q "frame #" run.log || fail "LibTorch's backtrace reached the user: $(cat run.log)"
     [[ $(grep -c "\[error\]" run.log) -eq 1 ]] || fail "not one error line: $(cat run.log)"
     ;;
+  other_run)
+    # A run that does not resume refuses a folder holding another run's snapshots: exit 2, one
+    # line naming the folder, the run found there and the choices, the snapshots left intact.
+    # --overwrite-snapshots then replaces them, and the new run resumes from its own.
+    train --balance 5,4 --steps 3 --save-every 1 --snapshot-dir ck >/dev/null 2>&1 || fail "first run"
+    before=$(ls ck | tr '\n' ' ')
+    train --balance 5,4 --steps 2 --save-every 1 --snapshot-dir ck --seed 1 >/dev/null 2>run.log
+    status=$?
+    [[ $status -eq 2 ]] || fail "expected exit 2, got $status"
+    [[ $(grep -c "\[error\]" run.log) -eq 1 ]] || fail "not one error line: $(cat run.log)"
+    for part in "'ck' holds 2 snapshot(s) of another run" "ck/step-00000003" "model amoebanet-d" \
+      "seed 5" "step 3" "--resume" "--overwrite-snapshots"; do
+      grep -qF -- "$part" run.log || fail "the message lacks '$part': $(cat run.log)"
+    done
+    [[ "$(ls ck | tr '\n' ' ')" == "$before" && $(cat ck/latest) == step-00000003 ]] ||
+      fail "the refused run changed the folder: $(ls ck), latest $(cat ck/latest)"
+    train --balance 5,4 --steps 2 --save-every 1 --snapshot-dir ck --seed 1 \
+      --overwrite-snapshots >/dev/null 2>run.log || fail "overwrite: $(tail -2 run.log)"
+    [[ "$(ls ck | tr '\n' ' ')" == "latest step-00000001 step-00000002 " &&
+      $(cat ck/latest) == step-00000002 ]] || fail "after overwriting: $(ls ck), latest $(cat ck/latest)"
+    train --balance 5,4 --steps 3 --snapshot-dir ck --seed 1 --resume >/dev/null 2>run.log ||
+      fail "resume the new run: $(tail -2 run.log)"
+    grep -q "resumed from ck/step-00000002 " run.log || fail "$(grep resumed run.log)"
+    ;;
+  prune_own)
+    # Pruning removes only this run's snapshots; a manifest with a step below 0 is corrupt, and
+    # the resume falls back to the snapshot before it.
+    train --balance 5,4 --steps 2 --save-every 1 --snapshot-dir ck >/dev/null 2>&1 || fail "first"
+    cp -r ck/step-00000001 ck/step-00000000
+    python3 - <<'PY' || exit 1
+import json
+path = "ck/step-00000000/manifest.json"
+m = json.load(open(path))
+m["run_id"], m["step"] = "another-run", 0
+json.dump(m, open(path, "w"))
+PY
+    train --balance 5,4 --steps 5 --save-every 1 --snapshot-dir ck --resume >/dev/null 2>run.log ||
+      fail "resume: $(tail -2 run.log)"
+    [[ "$(ls ck | tr '\n' ' ')" == "latest step-00000000 step-00000004 step-00000005 " ]] ||
+      fail "pruning kept the wrong snapshots: $(ls ck)"
+    python3 -c 'import json; p = "ck/step-00000005/manifest.json"; m = json.load(open(p)); m["step"] = -7; json.dump(m, open(p, "w"))'
+    train --balance 5,4 --steps 6 --snapshot-dir ck --resume >/dev/null 2>run.log ||
+      fail "resume past the bad manifest: $(tail -2 run.log)"
+    grep -q "its step is -7, below 0" run.log || fail "no warning naming the step: $(cat run.log)"
+    grep -q "resumed from ck/step-00000004 " run.log || fail "$(grep resumed run.log)"
+    ! ls ck | grep -q -- "step--" || fail "a folder with a negative step appeared: $(ls ck)"
+    ;;
   unknown_preset_key)
     printf 'model = "mlp"\nbogus-key = 3\n' > bad.toml
     "$bin/gpipe_train" --config bad.toml >/dev/null 2>run.log

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
+#include <regex>
 #include <thread>
 
 #include "gpipe/errors.h"
@@ -27,6 +29,38 @@ std::string folder_name(int64_t step) {
   return name;
 }
 
+// "step-" and at least 8 digits: what folder_name writes, and all `latest` may name.
+bool is_snapshot_name(const std::string& name) {
+  static const std::regex pattern("step-[0-9]{8,}");
+  return std::regex_match(name, pattern);
+}
+
+std::string new_run_id() {
+  std::random_device device;
+  std::uniform_int_distribution<uint64_t> draw;
+  char id[20];
+  std::snprintf(id, sizeof(id), "%016llx", static_cast<unsigned long long>(draw(device)));
+  return id;
+}
+
+// The manifest of the snapshot folder `dir`, or null when it does not parse.
+nlohmann::json read_manifest(const fs::path& dir) {
+  std::ifstream in(dir / kManifest);
+  return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+}
+
+// "model mlp, seed 0, step 6" from a snapshot's manifest, for messages; "?" for what it lacks.
+std::string describe_run(const nlohmann::json& m) {
+  auto field = [](const nlohmann::json& j, const char* key) -> std::string {
+    if (!j.is_object() || !j.contains(key)) return "?";
+    return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
+  };
+  const auto run = m.is_object() && m.contains("run") ? m["run"] : nlohmann::json();
+  const auto model = run.is_object() && run.contains("model") ? run["model"] : nlohmann::json();
+  return c10::str("model ", field(model, "name"), ", seed ", field(run, "seed"), ", step ",
+                  field(m, "step"));
+}
+
 void write_text_atomically(const fs::path& path, const std::string& text) {
   const auto tmp = fs::path(path.string() + ".tmp");
   {
@@ -40,17 +74,21 @@ void write_text_atomically(const fs::path& path, const std::string& text) {
 // Every field of a manifest that is read later, with its type: a manifest that parses but lacks
 // one is as corrupt as one that does not parse (found by fuzz_snapshot).
 void check_manifest(const nlohmann::json& m, const std::string& path) {
-  const bool valid = m.is_object() && m.value("format", "") == "gpipe-snapshot-v1" &&
-                     m.contains("step") && m["step"].is_number_integer() && m.contains("epoch") &&
-                     m["epoch"].is_number_integer() && m.contains("batch") &&
-                     m["batch"].is_number_integer() && m.contains("losses") &&
-                     m["losses"].is_array() &&
-                     std::all_of(m["losses"].begin(), m["losses"].end(),
-                                 [](const nlohmann::json& x) { return x.is_number(); }) &&
-                     m.contains("run") && m["run"].is_object() && m["run"].contains("model") &&
-                     m["run"]["model"].is_object() && m["run"]["model"].contains("name") &&
-                     m["run"]["model"]["name"].is_string();
+  const bool valid =
+      m.is_object() && m.value("format", "") == "gpipe-snapshot-v1" && m.contains("step") &&
+      m["step"].is_number_integer() && m.contains("epoch") && m["epoch"].is_number_integer() &&
+      m.contains("batch") && m["batch"].is_number_integer() && m.contains("losses") &&
+      m["losses"].is_array() &&
+      std::all_of(m["losses"].begin(), m["losses"].end(),
+                  [](const nlohmann::json& x) { return x.is_number(); }) &&
+      m.contains("run") && m["run"].is_object() && m["run"].contains("model") &&
+      m["run"]["model"].is_object() && m["run"]["model"].contains("name") &&
+      m["run"]["model"]["name"].is_string() && (!m.contains("run_id") || m["run_id"].is_string());
   GPIPE_CHECK(valid, InputError, "'", path, "' is corrupt or not a gpipe snapshot manifest");
+  for (const char* key : {"step", "epoch", "batch"}) {
+    GPIPE_CHECK(m[key].get<int64_t>() >= 0, InputError, "'", path, "' is corrupt: its ", key,
+                " is ", m[key].get<int64_t>(), ", below 0");
+  }
 }
 
 // The manifest's model description must match the run's, except knobs that leave the
@@ -78,8 +116,8 @@ void check_same_model(const nlohmann::json& saved, const nlohmann::json& run,
 
 }  // namespace
 
-SnapshotManager::SnapshotManager(std::string dir, int64_t keep, World& world)
-    : dir_(std::move(dir)), keep_(keep), world_(world) {
+SnapshotManager::SnapshotManager(std::string dir, int64_t keep, FolderUse use, World& world)
+    : dir_(std::move(dir)), keep_(keep), world_(world), run_id_(new_run_id()) {
   GPIPE_CHECK(keep_ >= 1, ConfigError, "--keep-snapshots must be >= 1, got ", keep_);
   std::error_code error;
   fs::create_directories(dir_, error);
@@ -96,6 +134,23 @@ SnapshotManager::SnapshotManager(std::string dir, int64_t keep, World& world)
       }
     }
   }
+  if (use == FolderUse::kResume) return;
+  const auto found = candidates();
+  if (found.empty()) return;
+  const auto newest = describe_run(read_manifest(found.front()));
+  GPIPE_CHECK(use == FolderUse::kOverwrite, ConfigError, "--snapshot-dir '", dir_, "' holds ",
+              found.size(), " snapshot(s) of another run (the newest ", found.front(), ": ", newest,
+              "); continue that run with --resume, choose another --snapshot-dir, or "
+              "pass --overwrite-snapshots to delete them");
+  world_.barrier();  // every rank has looked before rank 0 deletes
+  if (world_.rank() == 0) {
+    spdlog::warn("--overwrite-snapshots: deleting {} snapshot(s) in {} (the newest: {})",
+                 found.size(), dir_, newest);
+    for (const auto& path : found)
+      fs::remove_all(path);
+    fs::remove(fs::path(dir_) / kLatest, error);
+  }
+  world_.barrier();
 }
 
 std::string SnapshotManager::save(Pipeline& pipeline, const RunPosition& position,
@@ -139,6 +194,7 @@ std::string SnapshotManager::write(Pipeline& pipeline, const RunPosition& positi
   if (lead) {
     nlohmann::json manifest = {
         {"format", "gpipe-snapshot-v1"},
+        {"run_id", run_id_},
         {"step", position.step},
         {"epoch", position.epoch},
         {"batch", position.batch},
@@ -153,18 +209,23 @@ std::string SnapshotManager::write(Pipeline& pipeline, const RunPosition& positi
     fs::remove_all(final_dir);
     fs::rename(tmp_dir, final_dir);
     write_text_atomically(fs::path(dir_) / kLatest, folder_name(position.step) + "\n");
-    // Keep the newest `keep_` complete snapshots.
-    std::vector<fs::path> complete;
-    for (const auto& e : fs::directory_iterator(dir_)) {
-      const auto name = e.path().filename().string();
-      if (e.is_directory() && name.rfind("step-", 0) == 0) complete.push_back(e.path());
-    }
-    std::sort(complete.begin(), complete.end());
-    for (size_t i = 0; i + keep_ < complete.size(); ++i)
-      fs::remove_all(complete[i]);
+    prune();
   }
   world_.barrier();
   return final_dir.string();
+}
+
+void SnapshotManager::prune() const {
+  std::vector<fs::path> own;
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    const auto name = e.path().filename().string();
+    if (!e.is_directory() || !is_snapshot_name(name)) continue;
+    const auto manifest = read_manifest(e.path());
+    if (manifest.is_object() && manifest.value("run_id", "") == run_id_) own.push_back(e.path());
+  }
+  std::sort(own.begin(), own.end());
+  for (size_t i = 0; i + keep_ < own.size(); ++i)
+    fs::remove_all(own[i]);
 }
 
 std::vector<std::string> SnapshotManager::candidates() const {
@@ -173,7 +234,7 @@ std::vector<std::string> SnapshotManager::candidates() const {
   std::vector<std::string> complete;
   for (const auto& e : fs::directory_iterator(dir_)) {
     const auto name = e.path().filename().string();
-    if (e.is_directory() && name.rfind("step-", 0) == 0 && fs::exists(e.path() / kManifest))
+    if (e.is_directory() && is_snapshot_name(name) && fs::exists(e.path() / kManifest))
       complete.push_back(e.path().string());
   }
   std::sort(complete.rbegin(), complete.rend());
@@ -184,7 +245,7 @@ std::vector<std::string> SnapshotManager::candidates() const {
 }
 
 nlohmann::json SnapshotManager::resume(Pipeline& pipeline, const nlohmann::json& run,
-                                       std::string* loaded_from) const {
+                                       std::string* loaded_from) {
   const auto found = candidates();
   GPIPE_CHECK(!found.empty(), ConfigError, "--resume: no complete snapshot in '", dir_,
               "' (nothing to resume; drop --resume to start afresh)");
@@ -197,6 +258,9 @@ nlohmann::json SnapshotManager::resume(Pipeline& pipeline, const nlohmann::json&
                      path, c10::Join(", ", unusable));
       }
       if (loaded_from != nullptr) *loaded_from = path;
+      // The run goes on: its new snapshots are its own, and so are the ones it resumes from
+      // (a snapshot of an older format has no id; pruning then leaves it alone).
+      if (manifest.contains("run_id")) run_id_ = manifest["run_id"].get<std::string>();
       return manifest;
     } catch (const InputError& e) {
       // Corrupt or truncated: an older snapshot may still be whole. A snapshot of another
@@ -214,7 +278,7 @@ nlohmann::json SnapshotManager::resume(Pipeline& pipeline, const nlohmann::json&
 std::optional<std::string> SnapshotManager::latest() const {
   std::ifstream in(fs::path(dir_) / kLatest);
   std::string name;
-  if (!(in >> name)) return std::nullopt;
+  if (!(in >> name) || !is_snapshot_name(name)) return std::nullopt;
   const auto path = fs::path(dir_) / name;
   if (!fs::exists(path / kManifest)) return std::nullopt;
   return path.string();
@@ -227,6 +291,8 @@ std::string SnapshotManager::resolve(const std::string& path) {
   std::string name;
   GPIPE_CHECK(static_cast<bool>(in >> name), ConfigError, "'", path,
               "' is neither a snapshot (no manifest.json) nor a snapshot folder (no latest)");
+  GPIPE_CHECK(is_snapshot_name(name), InputError, "'", path, "/latest' names '", name,
+              "', which is not a snapshot of this folder (step- and 8 or more digits)");
   const auto resolved = (fs::path(path) / name).string();
   GPIPE_CHECK(fs::exists(fs::path(resolved) / kManifest), ConfigError, "'", path, "/latest' names ",
               name, ", which is incomplete or gone");
@@ -237,11 +303,7 @@ nlohmann::json SnapshotManager::load(Pipeline& pipeline, const std::string& path
                                      const LoadOptions& options, const nlohmann::json& run,
                                      LoadReport* report) {
   const auto dir = resolve(path);
-  nlohmann::json manifest;
-  {
-    std::ifstream in(fs::path(dir) / kManifest);
-    manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  }
+  const auto manifest = read_manifest(dir);
   check_manifest(manifest, (fs::path(dir) / kManifest).string());
   check_same_model(manifest, run, dir, options.skip_mismatched_shapes());
   const auto loaded = load_stage_shards(pipeline, dir, options);

@@ -7,6 +7,12 @@
 // temporary name and renamed only when complete, and `latest` names the newest complete one,
 // so a process that dies mid-write leaves the previous snapshot loadable. In a distributed
 // run every stage of replica 0 writes its own shard and rank 0 completes the folder.
+//
+// A folder belongs to one run. Every manifest carries the run's id (drawn when the run starts,
+// kept by a resume); a run that does not resume refuses a folder holding another run's
+// snapshots unless told to overwrite them, and pruning removes only the run's own snapshots.
+// Two runs writing into one folder once interleaved their steps: `latest` named a folder the
+// other had pruned, and a resume continued the wrong run.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -30,11 +36,19 @@ struct RunPosition {
   std::vector<double> losses;
 };
 
+// How a run takes its snapshot folder.
+enum class FolderUse {
+  kFresh,      // a new run: the folder must hold no complete snapshot
+  kResume,     // continue the run whose snapshots the folder holds (resume())
+  kOverwrite,  // a new run that deletes the snapshots found in the folder first
+};
+
 class SnapshotManager {
  public:
   // `world`: the run's processes (single_process_world() in-process); rank 0 keeps the folder,
-  // replica 0's ranks write their stages' shards.
-  SnapshotManager(std::string dir, int64_t keep, World& world);
+  // replica 0's ranks write their stages' shards. Throws ConfigError naming the run found
+  // there when `use` is kFresh and the folder holds a complete snapshot.
+  SnapshotManager(std::string dir, int64_t keep, FolderUse use, World& world);
 
   // Saves `pipeline` at `position`; `run` (the run's configuration) goes into the manifest.
   // Returns the snapshot's folder.
@@ -46,8 +60,7 @@ class SnapshotManager {
   // Restores `pipeline` from the newest snapshot that loads: a corrupt or truncated one is
   // skipped with a warning naming it. Throws InputError naming them all when none is valid,
   // ConfigError for a snapshot of another model. `loaded_from` receives the folder used.
-  nlohmann::json resume(Pipeline& pipeline, const nlohmann::json& run,
-                        std::string* loaded_from) const;
+  nlohmann::json resume(Pipeline& pipeline, const nlohmann::json& run, std::string* loaded_from);
 
   // Restores `pipeline` from `path` (a snapshot folder, or a snapshot-dir whose latest is
   // taken) and returns the manifest. Throws ConfigError for a snapshot of another model and
@@ -62,9 +75,13 @@ class SnapshotManager {
   std::string write(Pipeline& pipeline, const RunPosition& position, const nlohmann::json& run,
                     const std::filesystem::path& tmp_dir);
 
+  // Removes this run's oldest snapshots beyond `keep_`; another run's are left alone.
+  void prune() const;
+
   std::string dir_;
   int64_t keep_;
   World& world_;
+  std::string run_id_;  // written into every manifest; a resume takes the snapshot's
 };
 
 }  // namespace gpipe::train

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 
 #include "common/cli.h"
 #include "gpipe/errors.h"
@@ -50,6 +51,24 @@ nlohmann::json TrainOptions::to_json() const {
   };
 }
 
+namespace {
+
+// Bounds of the flags that size something (docs/design.md, "Bounds"): past them a run would
+// grow memory or threads without doing anything useful.
+constexpr int kMaxWorkers = 256;                 // data loader threads
+constexpr int64_t kMaxBatch = int64_t{1} << 24;  // evaluation batch
+constexpr int64_t kMaxStages = 4096;             // K
+constexpr int64_t kMaxVirtualStages = 64;        // v per device
+
+// A list flag given as an empty string would silently mean "not given".
+const CLI::Validator non_empty(
+    [](std::string& value) {
+      return value.empty() ? std::string("an empty value") : std::string();
+    },
+    "NON-EMPTY");
+
+}  // namespace
+
 void add_train_flags(CLI::App& app, TrainOptions& o) {
   // A flag given twice takes its last value, so wrappers can append overrides.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -63,7 +82,7 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
       "synthetic | fashion-mnist | mnist | cifar10 | cifar100 | imagenet");
   opt(data, "--data-dir", o.data_dir,
       "folder of the dataset's files (fashion-mnist: Debian's copy by default)");
-  opt(data, "--workers", o.workers, "data loader threads");
+  opt(data, "--workers", o.workers, "data loader threads")->check(CLI::Range(0, kMaxWorkers));
   app.add_flag("--skip-bad", o.skip_bad, "skip (and count) undecodable images")->group(data);
   app.add_flag("--augment,!--no-augment", o.augment, "training augmentation")
       ->capture_default_str()
@@ -72,21 +91,27 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
       "training augmentation: zero a random square of this many pixels a side (0: off)");
   opt(data, "--class-subset", o.class_subset,
       "train and test on these classes only, relabelled 0..n-1 in the order given (0-4, 5,7,9)");
-  opt(data, "--eval-batch-size", o.eval_batch_size, "evaluation batch (0: --batch-size)");
+  opt(data, "--eval-batch-size", o.eval_batch_size, "evaluation batch (0: --batch-size)")
+      ->check(CLI::Range(int64_t{0}, kMaxBatch));
 
   const char* pipe = kPipelineGroup;
-  opt(pipe, "--partitions,-K", o.partitions, "number of stages K (auto-balanced by --balance-by)");
-  opt(pipe, "--balance", o.balance, "layers per stage, e.g. 3,3,2 (sets K)");
+  opt(pipe, "--partitions,-K", o.partitions, "number of stages K (auto-balanced by --balance-by)")
+      ->check(CLI::Range(int64_t{0}, kMaxStages));
+  opt(pipe, "--balance", o.balance,
+      "layers per stage, e.g. 3,3,2 (sets K; \"\" clears a preset's)");
   opt(pipe, "--balance-by", o.balance_by, "params | time | memory");
   opt(pipe, "--chunks,-M", o.chunks, "micro-batches per mini-batch");
   opt(pipe, "--checkpoint", o.checkpoint, "re-materialisation: always | except_last | never");
   opt(pipe, "--schedule", o.schedule, "gpipe | 1f1b | interleaved-1f1b | zb-h1 | zbv");
   opt(pipe, "--virtual-stages", o.virtual_stages,
       "v stages per device for interleaved-1f1b (default 2) and zbv (2); each --balance entry "
-      "must be a multiple of v");
+      "must be a multiple of v")
+      ->check(CLI::Range(int64_t{0}, kMaxVirtualStages));
   opt(pipe, "--stage-balance", o.stage_balance,
-      "layers per virtual stage in stage order (K*v entries), for v > 1; sets --balance");
-  opt(pipe, "--devices", o.devices, "one per stage: cpu:0,cpu:1 or cuda:0,cuda:1");
+      "layers per virtual stage in stage order (K*v entries), for v > 1; sets --balance")
+      ->check(non_empty);
+  opt(pipe, "--devices", o.devices, "one per stage: cpu:0,cpu:1 or cuda:0,cuda:1")
+      ->check(non_empty);
   opt(pipe, "--threads-per-device", o.threads_per_device,
       "intra-op threads per device (0: 1 when K > 1, all cores when K = 1)");
 
@@ -135,7 +160,8 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   opt(train, "--min-lr", o.min_lr, "cosine schedule: final learning rate");
   opt(train, "--grad-clip", o.grad_clip, "clip the global gradient norm (0: off)");
   opt(train, "--eval-every", o.eval_every,
-      "evaluate the test split every N epochs (0: only at the end; -1: never)");
+      "evaluate the test split every N epochs (0: only at the end; -1: never)")
+      ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
   opt(train, "--eval-batches", o.eval_batches,
       "evaluate on the first N batches of the test split (0: all of it)")
       ->check(CLI::NonNegativeNumber);
@@ -144,6 +170,10 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   opt(ckpt, "--snapshot-dir", o.snapshot_dir, "folder of snapshots (step-N/ and latest)");
   opt(ckpt, "--save-every", o.save_every, "save every N steps (0: at the end only)");
   app.add_flag("--resume", o.resume, "continue from the latest snapshot in --snapshot-dir")
+      ->group(ckpt);
+  app.add_flag("--overwrite-snapshots", o.overwrite_snapshots,
+               "start a new run in a --snapshot-dir that holds another run's snapshots, deleting "
+               "them (without it such a folder is refused)")
       ->group(ckpt);
   opt(ckpt, "--finetune-from", o.finetune_from,
       "start from a snapshot's weights (folder or its step-N/) but the last layer (the "

@@ -86,6 +86,7 @@ struct TrainOptions {
   std::string snapshot_dir;
   int64_t save_every = 0;  // steps; 0: only at the end
   bool resume = false;
+  bool overwrite_snapshots = false;  // a new run deletes the snapshots --snapshot-dir holds
   std::string finetune_from;
   int64_t keep_snapshots = 2;
 

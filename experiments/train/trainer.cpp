@@ -26,14 +26,28 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
               "--label-smoothing must be in [0, 1), got ", o.label_smoothing);
   GPIPE_CHECK(!o.resume || !o.snapshot_dir.empty(), ConfigError,
               "--resume needs --snapshot-dir (where the snapshots are)");
+  GPIPE_CHECK(!o.overwrite_snapshots || !o.snapshot_dir.empty(), ConfigError,
+              "--overwrite-snapshots needs --snapshot-dir (the folder whose snapshots it deletes)");
+  GPIPE_CHECK(!o.overwrite_snapshots || !o.resume, ConfigError,
+              "--overwrite-snapshots and --resume exclude each other: resume continues the run "
+              "whose snapshots the folder holds, overwrite deletes them");
   GPIPE_CHECK(!o.resume || o.finetune_from.empty(), ConfigError,
               "--resume and --finetune-from exclude each other: resume continues a run, "
               "fine-tuning starts a new one from another run's weights");
   if (!o.output_dir.empty()) {
-    std::filesystem::create_directories(o.output_dir);
+    std::error_code error;
+    std::filesystem::create_directories(o.output_dir, error);
+    GPIPE_CHECK(std::filesystem::is_directory(o.output_dir), ConfigError, "--output-dir '",
+                o.output_dir, "' cannot be created: ", error.message());
     if (o.metrics.empty()) o.metrics = o.output_dir + "/metrics.jsonl";
     if (o.json.empty()) o.json = o.output_dir + "/summary.json";
     if (o.trace.empty()) o.trace = o.output_dir + "/trace.json";
+  }
+  for (const auto& [flag, path] :
+       {std::pair<const char*, const std::string&>{"--metrics", o.metrics},
+        {"--json", o.json},
+        {"--trace", o.trace}}) {
+    if (!path.empty()) cli::check_output_file(path, flag);
   }
 
   data_ = std::make_unique<TrainingData>(o);
@@ -110,7 +124,10 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   pipeline_->set_optimizer(make_optimizer_factory(o));
   pipeline_->set_grad_clip(o.grad_clip);
   if (!o.snapshot_dir.empty()) {
-    snapshots_ = std::make_unique<SnapshotManager>(o.snapshot_dir, o.keep_snapshots, *world_);
+    const auto use = o.resume                ? FolderUse::kResume
+                     : o.overwrite_snapshots ? FolderUse::kOverwrite
+                                             : FolderUse::kFresh;
+    snapshots_ = std::make_unique<SnapshotManager>(o.snapshot_dir, o.keep_snapshots, use, *world_);
   }
   restore();
 }

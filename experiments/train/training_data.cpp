@@ -56,6 +56,19 @@ TrainingData::~TrainingData() = default;
 
 void TrainingData::apply_to(models::ModelConfig& model) const {
   if (synthetic()) return;
+  // Every real dataset gives images; a model without input channels takes something else.
+  if (!models::has_knob(model, "channels")) {
+    const auto takes =
+        models::has_knob(model, "in_features")
+            ? c10::str("vectors of --in-features ", models::int_knob(model, "in_features"))
+        : models::has_knob(model, "seq_len")
+            ? c10::str("token sequences of --seq-len ", models::int_knob(model, "seq_len"))
+            : std::string("inputs of its own");
+    throw ConfigError(c10::str("--model ", model.name(), " takes ", takes, ", but --dataset ",
+                               options_.dataset, " gives images of ", train_set_->channels(),
+                               " channel(s); train an image model on it (--model amoebanet-d "
+                               "or amoebanet-b), or use --dataset synthetic"));
+  }
   bool changed = false;
   for (const auto& [knob, value] :
        {std::pair<const char*, int64_t>{"channels", train_set_->channels()},

@@ -23,7 +23,8 @@ struct Fixture {
     });
     pipeline.train_step(torch::randn({4, 4}), torch::randint(0, 3, {4}));
     // A valid snapshot: the shards, a manifest written by the manager, and the run's model.
-    train::SnapshotManager manager((fuzz::scratch() / "ck").string(), 1, single_process_world());
+    train::SnapshotManager manager((fuzz::scratch() / "ck").string(), 1,
+                                   train::FolderUse::kOverwrite, single_process_world());
     run = {{"model", {{"name", "mlp"}, {"layers", 3}, {"width", 8}, {"classes", 3}}}};
     valid = manager.save(pipeline, train::RunPosition{1, 0, 1, {1.0}}, run);
   }
