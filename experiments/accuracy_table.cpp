@@ -241,6 +241,7 @@ int main(int argc, char** argv) {
   app.add_flag("--reuse", reuse, "read the runs' summaries when they exist instead of training");
   app.add_option("--out", out, "results folder")->capture_default_str();
   app.add_option("--tolerance", tolerance, "largest accepted top-1 spread, in points")
+      ->check(gpipe::cli::finite_range(0, 100))
       ->capture_default_str();
   const char* group = "Transfer";
   app.add_option("--pretrain-classes", transfer.pretrain_classes, "classes to pretrain on")

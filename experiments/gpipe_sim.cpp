@@ -22,6 +22,13 @@
 #include "gpipe/pipeline.h"
 #include "gpipe/simulator.h"
 
+// Bounds of the sizes (docs/design.md): a lowered program of up to kMaxStageChunks stage
+// micro-batches takes a few seconds and well under a GiB.
+constexpr int64_t kMaxStages = 4096;
+constexpr int64_t kMaxChunks = int64_t{1} << 20;
+constexpr int64_t kMaxVirtualStages = 64;
+constexpr int64_t kMaxStageChunks = int64_t{1} << 20;
+
 int main(int argc, char** argv) {
   using namespace gpipe;
   CLI::App app{"gpipe_sim: discrete-event simulation of a pipeline step from costs"};
@@ -34,12 +41,16 @@ int main(int argc, char** argv) {
   std::string forward, backward, recompute, layer_costs, layer_backward, balance_text, balance_by;
   std::string link_name = "none", boundary_bytes, json_path, trace_path;
   double latency_us = -1, bandwidth_gbs = -1;
-  app.add_option("--partitions,-K", partitions, "number of stages K (default 4, or from costs)");
-  app.add_option("--chunks,-M", chunks, "micro-batches per mini-batch M")->capture_default_str();
+  app.add_option("--partitions,-K", partitions, "number of stages K (default 4, or from costs)")
+      ->check(CLI::Range(int64_t{1}, kMaxStages));
+  app.add_option("--chunks,-M", chunks, "micro-batches per mini-batch M")
+      ->check(CLI::Range(int64_t{1}, kMaxChunks))
+      ->capture_default_str();
   app.add_option("--schedule", schedule_name, "gpipe | 1f1b | interleaved-1f1b | zb-h1 | zbv")
       ->capture_default_str();
   app.add_option("--virtual-stages", virtual_stages,
-                 "v stages per device (interleaved-1f1b: default 2; zbv: 2)");
+                 "v stages per device (interleaved-1f1b: default 2; zbv: 2)")
+      ->check(CLI::Range(int64_t{1}, kMaxVirtualStages));
   app.add_option("--weight-fraction", weight_fraction,
                  "W's share of the backward where a schedule splits it (zb-h1, zbv)")
       ->capture_default_str();
@@ -58,8 +69,10 @@ int main(int argc, char** argv) {
   app.add_option("--balance-by", balance_by, "cost: exact min-max partition of the layer costs");
   app.add_option("--link", link_name, "copy between stages: none | pcie | nvlink | tpu")
       ->capture_default_str();
-  app.add_option("--link-latency-us", latency_us, "override the link's latency per message (us)");
-  app.add_option("--link-bandwidth-gbs", bandwidth_gbs, "override the link's bandwidth (GB/s)");
+  app.add_option("--link-latency-us", latency_us, "override the link's latency per message (us)")
+      ->check(cli::finite_range(0, 1e12));
+  app.add_option("--link-bandwidth-gbs", bandwidth_gbs, "override the link's bandwidth (GB/s)")
+      ->check(cli::finite_range(1e-9, 1e12));
   app.add_option("--boundary-bytes", boundary_bytes,
                  "bytes crossing each of the K*v-1 boundaries between virtual stages");
   app.add_option("--json", json_path, "write the result as JSON");
@@ -71,6 +84,10 @@ int main(int argc, char** argv) {
     const auto kind = parse_schedule_kind(schedule_name);
     const auto checkpoint = parse_checkpoint(checkpoint_name);
     const int64_t v = virtual_stages > 0 ? virtual_stages : default_virtual_stages(kind);
+    // The lowered program holds about three actions per (stage, micro-batch): bound its size.
+    GPIPE_CHECK((partitions > 0 ? partitions : 4) * v * chunks <= kMaxStageChunks, ConfigError,
+                "-K ", partitions, " x --virtual-stages ", v, " x -M ", chunks,
+                " stage micro-batches is more than the simulator takes (", kMaxStageChunks, ")");
     GPIPE_CHECK(virtual_stages >= 0, ConfigError, "--virtual-stages must be >= 1, got ",
                 virtual_stages);
     SimulationCosts costs;

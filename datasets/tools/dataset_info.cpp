@@ -340,23 +340,26 @@ int main(int argc, char** argv) {
                  "decode only this many evenly spaced images per split for the statistics "
                  "(0: all)")
       ->check(CLI::NonNegativeNumber);
+  // Bounds (docs/design.md): threads a machine can use, images a run can hold or write.
   app.add_option("--workers", args.workers, "threads for the scan and the benchmark's loader")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 256));
   app.add_option("--count", args.count, "synthetic images, or JPEGs to generate")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   app.add_option("--classes", args.classes, "classes of synthetic images or generated JPEGs")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--channels", args.channels, "channels of synthetic images (1 or 3)");
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--channels", args.channels, "channels of synthetic images (1 or 3)")
+      ->check(CLI::IsMember({1, 3}));
   app.add_option("--seed", args.seed, "seed of the loader and of generated data");
   app.add_flag("--benchmark", args.benchmark,
                "measure single-thread and loader images/s through the training transform");
   app.add_option("--image-size", args.image_size, "output size of the transform (0: native)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--batch-size", args.batch_size, "loader batch size")->check(CLI::PositiveNumber);
+      ->check(CLI::Range(0, 1 << 14));
+  app.add_option("--batch-size", args.batch_size, "loader batch size")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
   app.add_option("--benchmark-images", args.benchmark_images, "images per benchmark run")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   app.add_option("--repeats", args.repeats, "benchmark runs (medians are reported)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1000));
   app.add_option("--generate-jpegs", args.generate_dir,
                  "write --count generated 500x375 JPEGs as DIR/train/<wnid>/ (and val/)");
   app.add_option("--val-count", args.val_count,

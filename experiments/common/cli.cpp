@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -59,6 +60,24 @@ std::vector<std::string> parse_strings(const std::string& text, char separator) 
     if (!item.empty()) values.push_back(item);
   }
   return values;
+}
+
+CLI::Validator finite_range(double low, double high) {
+  return CLI::Validator(
+      [low, high](std::string& text) -> std::string {
+        double value = 0;
+        size_t used = 0;
+        try {
+          value = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != text.size() || text.empty()) return "'" + text + "' is not a number";
+        if (!std::isfinite(value) || value < low || value > high)
+          return c10::str(text, " is not a finite number in [", low, ", ", high, "]");
+        return std::string();
+      },
+      c10::str("FINITE in [", low, ", ", high, "]"));
 }
 
 void check_output_file(const std::string& path, const std::string& flag) {

@@ -25,6 +25,9 @@ std::vector<double> parse_doubles(const std::string& text, const std::string& fl
 std::vector<int64_t> parse_ints(const std::string& text, const std::string& flag);
 std::vector<std::string> parse_strings(const std::string& text, char separator = ',');
 
+// A flag's number must be finite and within [low, high]: CLI11's Range lets NaN through.
+CLI::Validator finite_range(double low, double high);
+
 // Checks, before any work, that `path` (given by `flag`) can be written: not a folder, its
 // folder exists and is writable. Throws ConfigError naming the flag, the path and the fix; a
 // run must not train for an hour and then fail to write its result.

@@ -56,7 +56,7 @@ namespace {
 // Bounds of the flags that size something (docs/design.md, "Bounds"): past them a run would
 // grow memory or threads without doing anything useful.
 constexpr int kMaxWorkers = 256;                 // data loader threads
-constexpr int64_t kMaxBatch = int64_t{1} << 24;  // evaluation batch
+constexpr int64_t kMaxBatch = int64_t{1} << 24;  // samples in a batch, and micro-batches
 constexpr int64_t kMaxStages = 4096;             // K
 constexpr int64_t kMaxVirtualStages = 64;        // v per device
 
@@ -100,7 +100,8 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   opt(pipe, "--balance", o.balance,
       "layers per stage, e.g. 3,3,2 (sets K; \"\" clears a preset's)");
   opt(pipe, "--balance-by", o.balance_by, "params | time | memory");
-  opt(pipe, "--chunks,-M", o.chunks, "micro-batches per mini-batch");
+  opt(pipe, "--chunks,-M", o.chunks, "micro-batches per mini-batch")
+      ->check(CLI::Range(int64_t{1}, kMaxBatch));
   opt(pipe, "--checkpoint", o.checkpoint, "re-materialisation: always | except_last | never");
   opt(pipe, "--schedule", o.schedule, "gpipe | 1f1b | interleaved-1f1b | zb-h1 | zbv");
   opt(pipe, "--virtual-stages", o.virtual_stages,
@@ -138,9 +139,11 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
       ->group(dist);
 
   const char* train = "Training";
-  opt(train, "--batch-size", o.batch_size, "mini-batch size N (over all replicas)");
-  opt(train, "--epochs", o.epochs, "epochs of the training split");
-  opt(train, "--steps", o.steps, "training steps (caps --epochs; synthetic data needs it)");
+  opt(train, "--batch-size", o.batch_size, "mini-batch size N (over all replicas)")
+      ->check(CLI::Range(int64_t{1}, kMaxBatch));
+  opt(train, "--epochs", o.epochs, "epochs of the training split")->check(CLI::NonNegativeNumber);
+  opt(train, "--steps", o.steps, "training steps (caps --epochs; synthetic data needs it)")
+      ->check(CLI::NonNegativeNumber);
   opt(train, "--seed", o.seed, "seed of initialisation, data order, augmentation and dropout");
   opt(train, "--optimizer", o.optimizer, "sgd | rmsprop | adam | adamw");
   opt(train, "--lr", o.lr, "peak learning rate");

@@ -2,7 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "common/cli.h"
@@ -12,6 +15,31 @@
 #include "train/progress.h"
 
 namespace gpipe::train {
+namespace {
+
+// A model on CPU devices whose parameters and their gradients alone outgrow this machine's
+// memory is refused before anything is built: it would otherwise grow until the kernel kills
+// it. Only models that count their parameters by formula are counted here (the others would
+// have to be built to be counted).
+void check_fits_host(const models::ModelBuilder& builder, const TrainOptions& o) {
+  const bool cpu = o.devices.empty() || o.devices.rfind("cpu", 0) == 0;
+  if (!cpu || !builder.counts_analytically()) return;
+  const double bytes = 8.0 * static_cast<double>(builder.count_parameters());  // fp32 + grads
+  const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
+                        static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  char need[32], have[32];
+  std::snprintf(need, sizeof need, "%.1f GiB", bytes / kGiB);
+  std::snprintf(have, sizeof have, "%.1f GiB", memory / kGiB);
+  GPIPE_CHECK(memory <= 0 || bytes <= memory, ConfigError, "--model ", o.model.name(), " with ",
+              builder.num_layers(), " layers has ", builder.count_parameters(),
+              " parameters: ", need,
+              " for their weights and gradients alone, and this machine "
+              "has ",
+              have, "; choose fewer or smaller layers");
+}
+
+}  // namespace
 
 Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   auto& o = options_;
@@ -54,6 +82,7 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   data_->apply_to(o.model);
   o.model.init_seed = o.seed;
   builder_ = models::make_model(o.model);
+  check_fits_host(*builder_, o);
   data_->set_model(builder_.get());
   total_layers_ = builder_->num_layers();
   if (!o.plan.empty()) choose_plan();

@@ -54,6 +54,24 @@ std::string value_string(const KnobValue& value) {
       value);
 }
 
+// Each count or size knob's range (docs/design.md lists them). The paper's largest models lie
+// well inside (AmoebaNet-B with L=18, D=512 at 480 pixels; Transformer-L with 128 layers of
+// d_model 2048, FFN 8192, 32000 tokens); past the upper bounds no one machine could build the
+// model, and the products the models compute (parameters, activation sizes) stay within int64.
+struct Bound {
+  double min, max;
+};
+const std::map<std::string, Bound>& knob_bounds() {
+  static const std::map<std::string, Bound> bounds = {
+      {"layers", {1, 4096}},     {"width", {1, 1 << 20}},   {"in_features", {1, 1 << 24}},
+      {"classes", {1, 1 << 24}}, {"filters", {1, 1 << 16}}, {"image_size", {1, 1 << 14}},
+      {"channels", {1, 4096}},   {"stem_stride", {1, 64}},  {"d_model", {1, 1 << 16}},
+      {"ffn", {1, 1 << 18}},     {"heads", {1, 4096}},      {"vocab", {1, 1 << 24}},
+      {"seq_len", {1, 1 << 20}}, {"dropout", {0, 1}},       {"drop_path", {0, 1}},
+      {"layer_ms", {0, 3.6e6}}};
+  return bounds;
+}
+
 }  // namespace
 
 void add_model_flags(CLI::App& app, ModelConfig& config, const std::string& group) {
@@ -93,6 +111,12 @@ void add_model_flags(CLI::App& app, ModelConfig& config, const std::string& grou
           flag, [apply](int64_t v) { apply(v); }, knob_help(name));
     }
     option->default_str(value_string(shown))->group(group);
+    if (const auto bound = knob_bounds().find(name); bound != knob_bounds().end()) {
+      const auto [low, high] = bound->second;
+      option->check(std::holds_alternative<int64_t>(fallback)
+                        ? CLI::Range(static_cast<int64_t>(low), static_cast<int64_t>(high))
+                        : CLI::Range(low, high));
+    }
   }
 }
 

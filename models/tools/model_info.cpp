@@ -9,6 +9,7 @@
 //   model_info --model amoebanet-d --layers 18 --filters 208 --classes 1000 --image-size 224
 //   model_info --model transformer-l --layers 3 --d-model 2048 --ffn 8192 --heads 32
 //              --vocab 32000 --seq-len 1024 --partitions 4 --json out.json   (one line)
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
@@ -70,6 +71,8 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "Write the results as JSON to this file");
   if (const auto code = gpipe::parse_command_line(app, argc, argv)) return *code;
 
+  // Every line to stderr, errors included, as the other programs log.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("model_info"));
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
   models::warn_ignored_model_flags(app, config);
   try {
