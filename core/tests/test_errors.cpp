@@ -17,6 +17,23 @@ LayerList small() {
   return seeded_mlp(models::MlpOptions(4, 8, 3, 2));
 }  // 4 layers
 
+// Messages quote what the user gave, a garbage file's bytes included: they reach the terminal
+// as one printable line.
+TEST(ErrorMessage, IsOnePrintableLine) {
+  EXPECT_EQ(printable("a\nb\tc\r"), "a b c ");
+  EXPECT_EQ(printable(std::string("x\x01\x7f\0y", 5)), "x\\x01\\x7f\\x00y");
+  // Valid UTF-8 stays; a lone lead byte, a stray continuation, an overlong form and a C1
+  // control do not.
+  EXPECT_EQ(printable("caf\xc3\xa9"), "caf\xc3\xa9");
+  EXPECT_EQ(printable("\xe2\x82\xac \xf0\x9f\x98\x80"), "\xe2\x82\xac \xf0\x9f\x98\x80");
+  EXPECT_EQ(printable("\xc3"), "\\xc3");
+  EXPECT_EQ(printable("\x80"), "\\x80");
+  EXPECT_EQ(printable("\xc0\x80"), "\\xc0\\x80");
+  EXPECT_EQ(printable("\xc2\x85"), "\\xc2\\x85");
+  EXPECT_EQ(printable("\xff\xfe"), "\\xff\\xfe");
+  EXPECT_EQ(error_message(ConfigError("bad\nvalue \x1b[31m")), "bad value \\x1b[31m");
+}
+
 TEST(BadConfig, BalanceThatDoesNotSumToTheLayerCount) {
   expect_error<ConfigError>(
       [] {

@@ -8,8 +8,11 @@
 
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <sstream>
 
 #include "gpipe/errors.h"
@@ -62,6 +65,40 @@ std::vector<std::string> parse_strings(const std::string& text, char separator) 
   return values;
 }
 
+void check_config_file(const CLI::App& app, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return;  // CLI11 names a file it cannot read
+  auto trim = [](std::string text) {
+    const auto first = text.find_first_not_of(" \t\r");
+    const auto last = text.find_last_not_of(" \t\r");
+    return first == std::string::npos ? std::string() : text.substr(first, last - first + 1);
+  };
+  std::map<std::string, int> first_line;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    const auto text = trim(line);
+    const auto eq = text.find('=');
+    if (text.empty() || text[0] == '#' || text[0] == '[' || eq == std::string::npos) continue;
+    const auto key = trim(text.substr(0, eq)), value = trim(text.substr(eq + 1));
+    const auto where = c10::str(path, ":", number, ": ");
+    const auto [seen, inserted] = first_line.emplace(key, number);
+    GPIPE_CHECK(inserted, ConfigError, where, "'", key, "' is given twice (first on line ",
+                seen->second, ")");
+    const auto* option = app.get_option_no_throw("--" + key);
+    GPIPE_CHECK(value.empty() || value[0] != '[' || option == nullptr ||
+                    option->get_items_expected_max() > 1,
+                ConfigError, where, "'", key, "' takes one value, not the list ", value);
+  }
+}
+
+void check_config_files(const CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--config" && i + 1 < argc) check_config_file(app, argv[i + 1]);
+    if (arg.rfind("--config=", 0) == 0) check_config_file(app, arg.substr(9));
+  }
+}
+
 CLI::Validator finite_range(double low, double high) {
   return CLI::Validator(
       [low, high](std::string& text) -> std::string {
@@ -104,6 +141,12 @@ int run_main(CLI::App& app, int argc, char** argv, const std::function<int()>& b
   // A write past the file-size limit (ulimit -f) then fails with EFBIG and is reported like a
   // full disk, instead of SIGXFSZ killing the process in the middle of a snapshot.
   std::signal(SIGXFSZ, SIG_IGN);
+  try {
+    check_config_files(app, argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", error_message(e).c_str());
+    return kExitBadInput;
+  }
   if (const auto code = parse_command_line(app, argc, argv)) return *code;
   if (!spdlog::get("gpipe")) setup_logging();
   try {

@@ -28,6 +28,12 @@ std::vector<std::string> parse_strings(const std::string& text, char separator =
 // A flag's number must be finite and within [low, high]: CLI11's Range lets NaN through.
 CLI::Validator finite_range(double low, double high);
 
+// Checks a TOML file of flags for what CLI11 would take silently: a key given twice, and a list
+// for a flag that takes one value (CLI11 would keep its last item). Throws ConfigError naming
+// the file, the line and the key. `--config PATH` in argv (or --config=PATH) names the file.
+void check_config_file(const CLI::App& app, const std::string& path);
+void check_config_files(const CLI::App& app, int argc, char** argv);
+
 // Checks, before any work, that `path` (given by `flag`) can be written: not a folder, its
 // folder exists and is writable. Throws ConfigError naming the flag, the path and the fix; a
 // run must not train for an hour and then fail to write its result.

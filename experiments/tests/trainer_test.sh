@@ -247,6 +247,26 @@ PY
     [[ $status -eq 2 ]] || fail "expected exit 2, got $status"
     grep -q "bogus-key" run.log || fail "the message does not name the key"
     ;;
+  bad_toml)
+    # What CLI11 would take silently, and a garbage file: exit 2, one printable line naming it.
+    printf 'steps = [1, 2]\n' > list.toml
+    printf 'steps = 1\nlayers = 2\nsteps = 3\n' > twice.toml
+    printf 'model = "mlp"\n\x01\xff\xfe\xc0\x80 = 3\n' > garbage.toml
+    for file in list twice garbage; do
+      "$bin/gpipe_train" --config $file.toml >/dev/null 2>run.log
+      status=$?
+      [[ $status -eq 2 ]] || fail "$file.toml: expected exit 2, got $status"
+      [[ $(wc -l < run.log) -eq 1 ]] || fail "$file.toml: not one line: $(cat run.log)"
+      ! LC_ALL=C grep -q '[^[:print:]]' run.log || fail "$file.toml: raw bytes: $(cat -v run.log)"
+    done
+    # (Each run's output goes to a file first: grep -q ending a pipe early would fail it.)
+    "$bin/gpipe_train" --config list.toml 2>list.log
+    grep -q "list.toml:1: 'steps' takes one value" list.log || fail "the list: $(cat list.log)"
+    "$bin/gpipe_train" --config twice.toml 2>twice.log
+    grep -q "twice.toml:3: 'steps' is given twice" twice.log || fail "twice: $(cat twice.log)"
+    "$bin/gpipe_train" --config garbage.toml 2>garbage.log
+    grep -qF '\x01\xff\xfe\xc0\x80' garbage.log || fail "not escaped: $(cat -v garbage.log)"
+    ;;
   missing_data)
     train --dataset cifar10 --data-dir "$work/nowhere" --steps 1 >/dev/null 2>run.log
     status=$?

@@ -61,15 +61,51 @@ class AbortedError : public Error {
   using Error::Error;
 };
 
+// `text` as one printable line: line breaks and tabs become spaces, other control bytes and
+// bytes that are not valid UTF-8 (a garbage file's contents quoted in a message) become \xNN.
+inline std::string printable(const std::string& text) {
+  std::string out;
+  auto is_continuation = [&](size_t i) {
+    return i < text.size() && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80;
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    // Lead bytes of well-formed UTF-8 (no overlong 0xC0/0xC1, nothing past U+10FFFF).
+    const size_t length = byte < 0x80                    ? 1
+                          : byte >= 0xC2 && byte <= 0xDF ? 2
+                          : byte >= 0xE0 && byte <= 0xEF ? 3
+                          : byte >= 0xF0 && byte <= 0xF4 ? 4
+                                                         : 0;
+    bool valid = length > 1;
+    for (size_t k = 1; valid && k < length; ++k)
+      valid = is_continuation(i + k);
+    // U+0080..U+009F are control characters too.
+    if (valid && byte == 0xC2 && static_cast<unsigned char>(text[i + 1]) < 0xA0) valid = false;
+    if (byte == '\n' || byte == '\r' || byte == '\t') {
+      out += ' ';
+    } else if (length == 1 && byte >= 0x20 && byte != 0x7F) {
+      out += static_cast<char>(byte);
+    } else if (valid) {
+      out.append(text, i, length);
+      i += length - 1;
+    } else {
+      static const char* digits = "0123456789abcdef";
+      out += "\\x";
+      out += digits[byte >> 4];
+      out += digits[byte & 0xF];
+    }
+  }
+  return out;
+}
+
 // The message of `e` as one line for a user: LibTorch's errors without their C++ backtrace
-// (c10::Error::what() appends the frames), line breaks folded into spaces.
+// (c10::Error::what() appends the frames), printable (see printable()).
 inline std::string error_message(const std::exception& e) {
   const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
   std::string text = torch_error != nullptr ? torch_error->what_without_backtrace() : e.what();
   while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
     text.pop_back();
-  std::replace(text.begin(), text.end(), '\n', ' ');
-  return text;
+  return printable(text);
 }
 
 }  // namespace gpipe

@@ -41,7 +41,7 @@ inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** arg
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
     std::string program = argc > 0 ? argv[0] : "";
     program = program.substr(program.find_last_of('/') + 1);
-    std::cerr << program << ": " << e.what() << " (see --help)\n";
+    std::cerr << program << ": " << printable(e.what()) << " (see --help)\n";
     return kExitBadInput;
   }
 }
