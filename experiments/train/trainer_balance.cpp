@@ -19,6 +19,12 @@ void Trainer::choose_plan() {
   GPIPE_CHECK(!o.distributed, ConfigError,
               "--plan auto plans this process's devices; for a distributed run take the command "
               "gpipe_plan prints");
+  // The plan sets the balance; one given beside it would be dropped without a word.
+  GPIPE_CHECK(
+      o.balance.empty() && o.stage_balance.empty(), ConfigError,
+      "--plan auto chooses the balance itself, so ",
+      o.stage_balance.empty() ? "--balance " + o.balance : "--stage-balance " + o.stage_balance,
+      " would be ignored: drop it, or drop --plan auto to run that balance");
   auto request = plan_request(o);
   request.max_replicas = 1;
   auto book = cost_book(o, request, "");
