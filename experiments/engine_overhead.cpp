@@ -257,13 +257,12 @@ gpipe::PipelineOptions engine_options(const Settings& s, const gpipe::models::Mo
   std::vector<std::string> devices;
   for (int64_t k = 0; k < s.partitions; ++k)
     devices.push_back(device.is_cuda() ? s.device : "cpu:" + std::to_string(k));
-  const auto layers = builder.build();
-  const auto micro_batch = gpipe::split_microbatches(input, chunks).front();
+  // Only K > 1 needs the layers (built and profiled here, then dropped) to balance them.
   const auto balance =
-      s.partitions == 1
-          ? std::vector<int64_t>{builder.num_layers()}
-          : gpipe::auto_balance(layers, s.partitions, gpipe::parse_balance_by(s.balance_by),
-                                {micro_batch}, device);
+      s.partitions == 1 ? std::vector<int64_t>{builder.num_layers()}
+                        : gpipe::auto_balance(
+                              builder.build(), s.partitions, gpipe::parse_balance_by(s.balance_by),
+                              {gpipe::split_microbatches(input, chunks).front()}, device);
   return gpipe::PipelineOptions(balance)
       .devices(devices)
       .chunks(chunks)

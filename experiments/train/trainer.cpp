@@ -24,7 +24,8 @@ namespace {
 void check_fits_host(const models::ModelBuilder& builder, const TrainOptions& o) {
   const bool cpu = o.devices.empty() || o.devices.rfind("cpu", 0) == 0;
   if (!cpu || !builder.counts_analytically()) return;
-  const double bytes = 8.0 * static_cast<double>(builder.count_parameters());  // fp32 + grads
+  const int64_t parameters = builder.count_parameters();
+  const double bytes = 8.0 * static_cast<double>(parameters);  // fp32 weights and gradients
   const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
                         static_cast<double>(::sysconf(_SC_PAGE_SIZE));
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
@@ -32,8 +33,7 @@ void check_fits_host(const models::ModelBuilder& builder, const TrainOptions& o)
   std::snprintf(need, sizeof need, "%.1f GiB", bytes / kGiB);
   std::snprintf(have, sizeof have, "%.1f GiB", memory / kGiB);
   GPIPE_CHECK(memory <= 0 || bytes <= memory, ConfigError, "--model ", o.model.name(), " with ",
-              builder.num_layers(), " layers has ", builder.count_parameters(),
-              " parameters: ", need,
+              builder.num_layers(), " layers has ", parameters, " parameters: ", need,
               " for their weights and gradients alone, and this machine "
               "has ",
               have, "; choose fewer or smaller layers");
