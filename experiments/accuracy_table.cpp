@@ -30,6 +30,7 @@
 #include <numeric>
 
 #include "common/cli.h"
+#include "gpipe/datasets/class_subset.h"
 #include "gpipe/errors.h"
 #include "gpipe/timeline.h"
 #include "train/trainer.h"
@@ -224,44 +225,61 @@ int main(int argc, char** argv) {
   bool reuse = false;
   double tolerance = 0.5;
   TransferOptions transfer;
+  namespace cli = gpipe::cli;
+  const auto classes =
+      cli::parsed_by([](const std::string& text) { gpipe::datasets::parse_class_list(text); });
   app.add_option("--preset", preset, "trainer preset (experiments/presets/NAME.toml)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(cli::parsed_by([](const std::string& name) { options_for(name, {}); }));
   app.add_option("--configs", configs,
                  "naive-1 and pipeline-K runs, comma-separated (may be empty)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(cli::parsed_by([](const std::string& text) {
+        int64_t k = 0;
+        if (!text.empty())
+          for (const auto& config : cli::parse_names(text, ""))
+            partition_args(config, &k);
+      }));
   app.add_option("--epochs", epochs,
-                 "override the preset's epochs (0: keep); not the fine-tuning and scratch runs");
-  app.add_option("--steps", steps, "cap every run at this many steps (0: no cap)");
+                 "override the preset's epochs (0: keep); not the fine-tuning and scratch runs")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
+  app.add_option("--steps", steps, "cap every run at this many steps (0: no cap)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 32));
   app.add_option("--eval-batches", eval_batches,
-                 "evaluate on the first N test batches (0: the whole test split)");
+                 "evaluate on the first N test batches (0: the whole test split)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
   app.add_option("--batch-size", batch_size,
                  "override the preset's training and evaluation batch size (0: keep); for quick "
                  "checks, a multiple of the preset's micro-batch count")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
   app.add_flag("--reuse", reuse, "read the runs' summaries when they exist instead of training");
-  app.add_option("--out", out, "results folder")->capture_default_str();
+  app.add_option("--out", out, "results folder")
+      ->capture_default_str()
+      ->check(cli::output_folder());
   app.add_option("--tolerance", tolerance, "largest accepted top-1 spread, in points")
-      ->check(gpipe::cli::finite_range(0, 100))
+      ->check(cli::finite_range(0, 100))
       ->capture_default_str();
   const char* group = "Transfer";
   app.add_option("--pretrain-classes", transfer.pretrain_classes, "classes to pretrain on")
       ->capture_default_str()
+      ->check(classes)
       ->group(group);
   app.add_option("--finetune-classes", transfer.finetune_classes,
                  "classes to fine-tune on, and to train on from scratch")
       ->capture_default_str()
+      ->check(classes)
       ->group(group);
   app.add_option("--runs", transfer.runs, "fine-tuning and scratch runs, seeds 0..N-1 (0: none)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(int64_t{0}, int64_t{1000}))
       ->group(group);
   app.add_option("--transfer-epochs", transfer.epochs, "epochs of each fine-tuning and scratch run")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000}))
       ->group(group);
   app.add_option("--cutout", transfer.cutout, "cutout side in pixels of the fine-tuning runs")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 14))
       ->group(group);
   return gpipe::cli::run_main(app, argc, argv, [&]() -> int {
     std::vector<std::string> overrides;

@@ -26,11 +26,13 @@
 
 #include "common/cli.h"
 #include "gpipe/errors.h"
+#include "gpipe/models/registry.h"
 #include "gpipe/timeline.h"
 #include "gpipe/timing.h"
 #include "plan/rank_launcher.h"
 #include "tables/report.h"
 #include "train/train_plan.h"
+#include "train/trainer.h"
 
 namespace {
 
@@ -55,6 +57,8 @@ std::vector<std::string> without_flags(const std::vector<std::string>& args,
 }
 
 constexpr const char* kPlannerGroup = "Planner";
+constexpr int64_t kMaxPlans = 1000;  // plans to print or verify
+constexpr int64_t kMaxRounds = 100;  // measuring rounds
 
 // The user's arguments less those a plan sets and those only the planner reads: every option of
 // the trainer's pipeline and planning groups, gpipe_plan's --json, and every option of the app's
@@ -167,14 +171,20 @@ int main(int argc, char** argv) {
   const char* group = kPlannerGroup;
   app.add_option("--link", link, "copy between stages: none | pcie | nvlink | tpu")
       ->capture_default_str()
+      ->check(cli::parsed_by([](const std::string& name) { link_preset(name); }))
       ->group(group);
-  app.add_option("--top", top, "plans to print")->capture_default_str()->group(group);
+  app.add_option("--top", top, "plans to print")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, kMaxPlans))
+      ->group(group);
   app.add_option("--verify", verify_top, "run the top T plans for a few steps and measure them")
       ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, kMaxPlans))
       ->group(group);
   app.add_option("--verify-rounds", verify_rounds,
                  "measure the verified and grid plans in turn this many times (median of all)")
       ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, kMaxRounds))
       ->group(group);
   app.add_flag("--verify-paired", verify_paired,
                "also predict each measured plan in each round from its calibration measured right "
@@ -186,44 +196,46 @@ int main(int argc, char** argv) {
          "measure the calibration steps of the plans within 1.25x of the fastest (6 at most) this "
          "many times, all in turn, and predict from the medians")
       ->capture_default_str()
+      ->check(CLI::Range(1, static_cast<int>(kMaxRounds)))
       ->group(group);
   app.add_option("--calibration-extra-rounds", calibration_extra_rounds,
                  "then measure again, up to this many rounds more, the calibrations of the plans "
                  "within 1.10x of the fastest (3 at most) and of the grid whose rounds spread over "
                  "10% (slowest over fastest): rounds taken in busy minutes are outvoted")
       ->capture_default_str()
+      ->check(CLI::Range(0, static_cast<int>(kMaxRounds)))
       ->group(group);
   app.add_option("--grid", grid,
                  "hand-picked shapes to predict and measure beside the plans, ';'-separated: "
                  "\"K=2,M=8,schedule=1f1b,checkpoint=never;K=1,M=4\"")
+      ->check(cli::parsed_by([](const std::string& text) {
+        GPIPE_CHECK(!text.empty(), ConfigError, "an empty grid; leave the flag out instead");
+        for (const auto& item : cli::parse_strings(text, ';'))
+          plan::parse_plan_shape(item);
+      }))
       ->group(group);
   app.add_option("--cache", cache, "JSON file of measured layer costs to reuse and extend")
+      ->check(cli::output_file())
       ->group(group);
   app.add_option("--max-chunks", max_chunks, "largest M considered")
       ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
       ->group(group);
   app.add_option("--max-replicas", max_replicas, "largest data-parallel R (0: no limit)")
       ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{4096}))
       ->group(group);
   app.add_option("--allreduce-gbs", allreduce_gbs,
                  "bandwidth of the replicas' gradient all-reduce, GB/s; 0: time it here (Gloo "
                  "between threads, as CPU replicas sum); give an accelerator's interconnect")
       ->capture_default_str()
+      ->check(cli::finite_range(0, 1e6))
       ->group(group);
 
   return train::run_with_presets(app, argc, argv, [&] {
     const auto start = std::chrono::steady_clock::now();
-    GPIPE_CHECK(
-        top >= 1 && verify_top >= 0 && verify_rounds >= 1 && calibration_rounds >= 1 &&
-            calibration_extra_rounds >= 0 && max_chunks >= 1 && max_replicas >= 0 &&
-            allreduce_gbs >= 0,
-        ConfigError,
-        "--top, --verify-rounds, --calibration-rounds and --max-chunks must be >= 1, --verify, "
-        "--calibration-extra-rounds, --max-replicas and --allreduce-gbs >= 0; got --top ",
-        top, ", --verify-rounds ", verify_rounds, ", --calibration-rounds ", calibration_rounds,
-        ", --calibration-extra-rounds ", calibration_extra_rounds, ", --max-chunks ", max_chunks,
-        ", --max-replicas ", max_replicas, ", --verify ", verify_top, ", --allreduce-gbs ",
-        allreduce_gbs);
+    train::check_train_options(options);
+    train::check_fits_host(*models::make_model(options.model), options);
     auto request = train::plan_request(options);
     request.link = link;
     request.max_chunks = max_chunks;
@@ -231,7 +243,6 @@ int main(int argc, char** argv) {
     request.allreduce_gbs = allreduce_gbs;
     request.calibration_rounds = calibration_rounds;
     request.calibration_extra_rounds = calibration_extra_rounds;
-    link_preset(link);  // validates the name
     std::vector<plan::PlanShape> grid_shapes;
     for (const auto& item : cli::parse_strings(grid, ';'))
       grid_shapes.push_back(plan::parse_plan_shape(item));

@@ -47,36 +47,55 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, kMaxChunks))
       ->capture_default_str();
   app.add_option("--schedule", schedule_name, "gpipe | 1f1b | interleaved-1f1b | zb-h1 | zbv")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(cli::parsed_by([](const std::string& name) { parse_schedule_kind(name); }));
   app.add_option("--virtual-stages", virtual_stages,
                  "v stages per device (interleaved-1f1b: default 2; zbv: 2)")
       ->check(CLI::Range(int64_t{1}, kMaxVirtualStages));
   app.add_option("--weight-fraction", weight_fraction,
                  "W's share of the backward where a schedule splits it (zb-h1, zbv)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(cli::finite_range(0, 1));
   app.add_flag("--draw", draw, "print the schedule at unit costs (F = B = W = 1)");
   app.add_option("--checkpoint", checkpoint_name,
                  "always | except_last | never: which micro-batches recompute before backward")
-      ->capture_default_str();
-  app.add_option("--forward-costs", forward, "per-stage forward ms per micro-batch (default 1)");
-  app.add_option("--backward-costs", backward, "per-stage backward ms (default 2 x forward)");
-  app.add_option("--recompute-costs", recompute, "per-stage recompute ms (default = forward)");
+      ->capture_default_str()
+      ->check(cli::parsed_by([](const std::string& name) { parse_checkpoint(name); }));
+  // Costs in ms and sizes in bytes: finite and >= 0.
+  const auto costs_list = cli::parsed_by([](const std::string& text) {
+    for (const double cost : cli::parse_doubles(text, ""))
+      GPIPE_CHECK(cost >= 0 && cost <= 1e15, ConfigError, cost, " in '", text,
+                  "' is not in [0, 1e15]");
+  });
+  app.add_option("--forward-costs", forward, "per-stage forward ms per micro-batch (default 1)")
+      ->check(costs_list);
+  app.add_option("--backward-costs", backward, "per-stage backward ms (default 2 x forward)")
+      ->check(costs_list);
+  app.add_option("--recompute-costs", recompute, "per-stage recompute ms (default = forward)")
+      ->check(costs_list);
   app.add_option("--layer-costs", layer_costs,
-                 "per-layer forward ms; stages sum them under --balance or --balance-by cost");
+                 "per-layer forward ms; stages sum them under --balance or --balance-by cost")
+      ->check(costs_list);
   app.add_option("--layer-backward-costs", layer_backward,
-                 "per-layer backward ms (default 2 x layer forward)");
-  app.add_option("--balance", balance_text, "layers per stage, e.g. 3,3,2");
-  app.add_option("--balance-by", balance_by, "cost: exact min-max partition of the layer costs");
+                 "per-layer backward ms (default 2 x layer forward)")
+      ->check(costs_list);
+  app.add_option("--balance", balance_text, "layers per stage, e.g. 3,3,2")
+      ->check(cli::int_list(1, int64_t{1} << 20));
+  app.add_option("--balance-by", balance_by, "cost: exact min-max partition of the layer costs")
+      ->check(CLI::IsMember({"cost"}));
   app.add_option("--link", link_name, "copy between stages: none | pcie | nvlink | tpu")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(cli::parsed_by([](const std::string& name) { link_preset(name); }));
   app.add_option("--link-latency-us", latency_us, "override the link's latency per message (us)")
       ->check(cli::finite_range(0, 1e12));
   app.add_option("--link-bandwidth-gbs", bandwidth_gbs, "override the link's bandwidth (GB/s)")
       ->check(cli::finite_range(1e-9, 1e12));
   app.add_option("--boundary-bytes", boundary_bytes,
-                 "bytes crossing each of the K*v-1 boundaries between virtual stages");
-  app.add_option("--json", json_path, "write the result as JSON");
-  app.add_option("--trace", trace_path, "write the simulated timeline as Chrome trace JSON");
+                 "bytes crossing each of the K*v-1 boundaries between virtual stages")
+      ->check(costs_list);
+  app.add_option("--json", json_path, "write the result as JSON")->check(cli::output_file());
+  app.add_option("--trace", trace_path, "write the simulated timeline as Chrome trace JSON")
+      ->check(cli::output_file());
 
   return cli::run_main(app, argc, argv, [&] {
     GPIPE_CHECK(chunks >= 1, ConfigError, "--chunks must be >= 1, got ", chunks);

@@ -44,45 +44,60 @@ int main(int argc, char** argv) {
                  "minutes on 2 cores; paper: the paper's sizes, 8 GiB per device for AmoebaNet-D "
                  "and 16 GiB for "
                  "Transformer-L (needs 8 x 16 GiB of memory)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(cli::parsed_by([](const std::string& name) { tables::max_size_preset(name); }));
   app.add_option(
-      "--memory-budget", budget_text,
-      "bytes per device for every model, e.g. 8GiB, 96MiB (default: the preset's; paper: "
-      "8GiB for AmoebaNet-D, 16GiB for Transformer-L, as the paper)");
-  app.add_option("--models", models_text,
-                 "comma list of amoebanet-d, transformer-l (default both)");
+         "--memory-budget", budget_text,
+         "bytes per device for every model, e.g. 8GiB, 96MiB (default: the preset's; paper: "
+         "8GiB for AmoebaNet-D, 16GiB for Transformer-L, as the paper)")
+      ->check(cli::parsed_by([](const std::string& text) { tables::parse_bytes(text, ""); }));
+  app.add_option("--models", models_text, "comma list of amoebanet-d, transformer-l (default both)")
+      ->check(cli::name_list([](const std::string& m) { tables::check_paper_model("", m); }));
   app.add_option("--configs", configs_text,
                  "comma list of naive-1, pipeline-K (default naive-1,pipeline-1,pipeline-2,"
-                 "pipeline-4,pipeline-8)");
+                 "pipeline-4,pipeline-8)")
+      ->check(cli::name_list([](const std::string& c) { tables::parse_size_config(c); }));
   app.add_option("--chunks,-M", chunks,
-                 "micro-batches of the pipeline-K configurations (default 8)");
-  app.add_option("--batch,-N", batch, "mini-batch of every model (default: the preset's)");
+                 "micro-batches of the pipeline-K configurations (default 8)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--batch,-N", batch, "mini-batch of every model (default: the preset's)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   app.add_option("--amoebanet-layers", amoeba_layers,
-                 "AmoebaNet-D L values to search, e.g. 6,12,18");
+                 "AmoebaNet-D L values to search, e.g. 6,12,18")
+      ->check(cli::int_list(1, 4096));
   app.add_option("--amoebanet-filters", amoeba_filters,
-                 "AmoebaNet-D D values to search (multiples of 16), ascending");
+                 "AmoebaNet-D D values to search (multiples of 16), ascending")
+      ->check(cli::int_list(1, 1 << 16));
   app.add_option("--amoebanet-fixed-layers", fixed_layers,
                  "AmoebaNet-D L of naive-1, pipeline-1 and pipeline-2, which grow D only as the "
-                 "paper's Table 1 (default: the preset's, quick 6, paper 18; 0: search every L)");
+                 "paper's Table 1 (default: the preset's, quick 6, paper 18; 0: search every L)")
+      ->check(CLI::Range(int64_t{0}, int64_t{4096}));
   app.add_option("--transformer-layers", transformer_layers,
-                 "Transformer-L L values to search, ascending");
+                 "Transformer-L L values to search, ascending")
+      ->check(cli::int_list(1, 4096));
   app.add_option("--checkpoint", checkpoint_name,
                  "re-materialisation of pipeline-K: always | except_last | never")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(cli::parsed_by([](const std::string& name) { parse_checkpoint(name); }));
   app.add_option(
-      "--optimizer", optimizer,
-      "rmsprop (the default: the paper's Table 1 counts 12 bytes a parameter for every row) | "
-      "adam | sgd | auto (RMSProp for AmoebaNet, Adam for the Transformer)");
+         "--optimizer", optimizer,
+         "rmsprop (the default: the paper's Table 1 counts 12 bytes a parameter for every row) | "
+         "adam | sgd | auto (RMSProp for AmoebaNet, Adam for the Transformer)")
+      ->check(CLI::IsMember({"rmsprop", "adam", "sgd", "auto"}));
   app.add_option("--max-measurements", max_measurements,
-                 "measured steps per model and configuration (default 6)");
+                 "measured steps per model and configuration (default 6)")
+      ->check(CLI::Range(1, 1000));
   app.add_option("--threads", threads,
-                 "intra-op threads of profiles and one-device steps (default: all)");
+                 "intra-op threads of profiles and one-device steps (default: all)")
+      ->check(CLI::Range(0, 4096));
   app.add_option("--out", out,
                  "write OUT.md, OUT.csv and OUT.json (empty: print only; the PNG is "
                  "scripts/plot_max_model_size.py OUT.json)")
-      ->capture_default_str();
-  app.add_option("--json", json_path, "also write the JSON to this path");
-  app.add_option("--log-level", log_level, "debug | info | warn | error")->capture_default_str();
+      ->capture_default_str()
+      ->check(cli::output_folder(/*allow_empty=*/true));
+  app.add_option("--json", json_path, "also write the JSON to this path")
+      ->check(cli::output_file());
+  cli::add_log_level_flag(app, log_level);
 
   return cli::run_main(app, argc, argv, [&] {
     spdlog::set_level(spdlog::level::from_str(log_level));
@@ -101,19 +116,13 @@ int main(int argc, char** argv) {
     if (max_measurements != 0) options.max_measurements = max_measurements;
     options.threads = threads;
     const auto wanted = cli::parse_strings(models_text);
-    for (const auto& m : wanted) {
-      tables::check_paper_model("--models", m);
-    }
     std::vector<tables::MaxSizeModel> models;
     for (auto model : options.models) {
       if (!wanted.empty() &&
           std::find(wanted.begin(), wanted.end(), model.base.name()) == wanted.end()) {
         continue;
       }
-      if (batch != 0) {
-        GPIPE_CHECK(batch >= 1, ConfigError, "--batch must be >= 1, got ", batch);
-        model.batch = batch;
-      }
+      if (batch != 0) model.batch = batch;
       if (tables::is_amoebanet(model.base.name())) {
         if (!amoeba_layers.empty())
           model.layers = cli::parse_ints(amoeba_layers, "--amoebanet-layers");

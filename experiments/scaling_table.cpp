@@ -50,46 +50,65 @@ int main(int argc, char** argv) {
                  "quick: scaled-down models, two CPU cores, about 17 minutes; paper: AmoebaNet-D "
                  "(18, 256) and Transformer-48 (Table 3: (18, 128) and Transformer-24) at the "
                  "paper's dimensions (hours; Transformer measured rows need ~40 GiB)")
-      ->capture_default_str();
-  app.add_option("--models", models_text,
-                 "comma list of amoebanet-d, transformer-l (default both)");
-  app.add_option("--tables", tables_text, "which tables: 2, 3 or 2,3")->capture_default_str();
-  app.add_option("--partitions,-K", partitions_text, "K values of both tables (default 2,4,8)");
-  app.add_option("--chunks,-M", chunks_text, "M values of Table 2 (default 1,4,32)");
-  app.add_option("--batch,-N", batch, "mini-batch N of every model (default: the preset's)");
+      ->capture_default_str()
+      ->check(cli::parsed_by([](const std::string& name) { tables::scaling_preset(name); }));
+  app.add_option("--models", models_text, "comma list of amoebanet-d, transformer-l (default both)")
+      ->check(cli::name_list([](const std::string& m) { tables::check_paper_model("", m); }));
+  app.add_option("--tables", tables_text, "which tables: 2, 3 or 2,3")
+      ->capture_default_str()
+      ->check(cli::name_list([](const std::string& t) {
+        GPIPE_CHECK(t == "2" || t == "3", ConfigError, "'", t, "' is not 2 or 3");
+      }));
+  app.add_option("--partitions,-K", partitions_text, "K values of both tables (default 2,4,8)")
+      ->check(cli::int_list(1, 4096));
+  app.add_option("--chunks,-M", chunks_text, "M values of Table 2 (default 1,4,32)")
+      ->check(cli::int_list(1, 1 << 20));
+  app.add_option("--batch,-N", batch, "mini-batch N of every model (default: the preset's)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  const auto link_name = cli::parsed_by([](const std::string& name) { link_preset(name); });
   app.add_option("--link", link,
                  "Table 2's link for projected rows: tpu | nvlink | pcie | none | tpu-scaled | "
                  "pcie-scaled (default tpu, a TPU v3 interconnect; the paper says TPUs). A "
                  "-scaled link is slowed by this machine's compute rate over the accelerator's, "
-                 "and measured CPU rows run under it");
+                 "and measured CPU rows run under it")
+      ->check(link_name);
   app.add_option("--breakdown-out", breakdown_out,
                  "write Table 2's step breakdown (forward, backward, recompute, bubble, "
                  "imbalance, communication, optimizer) as BREAKDOWN.md, .csv and .json (default: "
-                 "step_breakdown beside --out, e.g. results/step_breakdown)");
+                 "step_breakdown beside --out, e.g. results/step_breakdown)")
+      ->check(cli::output_folder());
   app.add_option("--gpu-link", gpu_link,
                  "Table 3's link (default pcie-scaled: PCIe between P100s without NVLink, scaled "
-                 "by this machine's compute rate over a P100's 9.3 TFLOPS)");
+                 "by this machine's compute rate over a P100's 9.3 TFLOPS)")
+      ->check(link_name);
   app.add_option("--checkpoint", checkpoint_name,
                  "re-materialisation: always | except_last | never")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(cli::parsed_by([](const std::string& name) { parse_checkpoint(name); }));
   app.add_option("--optimizer", optimizer,
                  "rmsprop | adam | sgd | auto (RMSProp for AmoebaNet, Adam for the Transformer)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember({"rmsprop", "adam", "sgd", "auto"}));
   app.add_option("--device-type", device_type, "cpu (virtual devices) | cuda")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--max-measured-k", max_measured_k,
                  "measure rows with K up to this (0: as many devices as this machine has)")
-      ->capture_default_str();
-  app.add_option("--warmup", warmup, "untimed steps before each measured run (default 1)");
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{4096}));
+  app.add_option("--warmup", warmup, "untimed steps before each measured run (default 1)")
+      ->check(CLI::Range(0, 1000));
   app.add_option("--steps", steps,
-                 "timed steps of each measured run; the median counts (default 5)");
+                 "timed steps of each measured run; the median counts (default 5)")
+      ->check(CLI::Range(1, 1000));
   app.add_option("--profile-iterations", profile_iterations,
-                 "timed runs per layer when profiling; the median counts (default 5)");
+                 "timed runs per layer when profiling; the median counts (default 5)")
+      ->check(CLI::Range(1, 1000));
   app.add_option("--check-rounds", check_rounds,
                  "rounds of each projection check, each a fresh profile right before the measured "
                  "run; the medians are compared (this machine's speed drifts within minutes)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 100));
   app.add_flag("--calibrate,!--no-calibrate", calibrate,
                "scale each model's projected compute costs at each M by a real one-device step "
                "over its projection (default on, where the model fits this machine; the K=2 "
@@ -97,9 +116,11 @@ int main(int argc, char** argv) {
   app.add_option("--out", out,
                  "write OUT.md, OUT.csv and OUT.json (empty: print only; the PNG is "
                  "scripts/plot_scaling_table.py OUT.json)")
-      ->capture_default_str();
-  app.add_option("--json", json_path, "also write the JSON to this path");
-  app.add_option("--log-level", log_level, "debug | info | warn | error")->capture_default_str();
+      ->capture_default_str()
+      ->check(cli::output_folder(/*allow_empty=*/true));
+  app.add_option("--json", json_path, "also write the JSON to this path")
+      ->check(cli::output_file());
+  cli::add_log_level_flag(app, log_level);
 
   return cli::run_main(app, argc, argv, [&] {
     spdlog::set_level(spdlog::level::from_str(log_level));
@@ -112,19 +133,9 @@ int main(int argc, char** argv) {
     if (steps >= 0) options.timed_steps = steps;
     options.check_rounds = check_rounds;
     options.calibrate = calibrate;
-    if (profile_iterations >= 0) {
-      GPIPE_CHECK(profile_iterations >= 1, ConfigError, "--profile-iterations must be >= 1, got ",
-                  profile_iterations);
-      options.profile.iterations(profile_iterations);
-    }
+    if (profile_iterations >= 0) options.profile.iterations(profile_iterations);
     const auto wanted_tables = cli::parse_strings(tables_text);
-    for (const auto& t : wanted_tables) {
-      GPIPE_CHECK(t == "2" || t == "3", ConfigError, "--tables: '", t, "' is not 2 or 3");
-    }
     const auto wanted_models = cli::parse_strings(models_text);
-    for (const auto& m : wanted_models) {
-      tables::check_paper_model("--models", m);
-    }
     std::vector<tables::ScalingTableSpec> kept;
     for (auto table : options.tables) {
       const std::string number = table.id.substr(5);
@@ -149,7 +160,6 @@ int main(int argc, char** argv) {
       if (table.id == "table2" && !link.empty()) table.link = link;
       if (table.id == "table3" && !gpu_link.empty()) table.link = gpu_link;
       if (batch != 0) {
-        GPIPE_CHECK(batch >= 1, ConfigError, "--batch must be >= 1, got ", batch);
         for (auto& m : table.models)
           m.batch = batch;
       }

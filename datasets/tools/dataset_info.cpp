@@ -14,6 +14,7 @@
 // Loader with --workers threads through the full training transform. --generate-jpegs writes
 // the benchmark's folder of 500x375 JPEGs so the figure can be reproduced from a clean clone.
 #include <ATen/Parallel.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -29,6 +30,7 @@
 #include "gpipe/errors.h"
 #include "gpipe/exit_codes.h"
 #include "gpipe/run_parallel.h"
+#include "gpipe/timeline.h"
 #include "gpipe/timing.h"
 
 namespace {
@@ -330,16 +332,20 @@ int main(int argc, char** argv) {
           {"imagenet", "cifar10", "cifar100", "fashion-mnist", "mnist", "synthetic"}));
   app.add_option("--data-dir", args.data_dir,
                  "folder of the files (fashion-mnist default: " +
-                     std::string(gpipe::datasets::kDebianFashionMnistDir) + ")");
+                     std::string(gpipe::datasets::kDebianFashionMnistDir) + ")")
+      ->check(CLI::ExistingDirectory);
   app.add_option("--split", args.split, "train | test | all")
       ->check(CLI::IsMember({"train", "test", "all"}));
-  app.add_option("--json", args.json_path, "write the report here (default: stdout)");
-  app.add_option("--labels-file", args.labels_file, "ImageNet flat val/ labels file");
+  app.add_option("--json", args.json_path, "write the report here (default: stdout)")
+      ->check(
+          gpipe::parsed_by([](const std::string& path) { gpipe::check_output_file(path, ""); }));
+  app.add_option("--labels-file", args.labels_file, "ImageNet flat val/ labels file")
+      ->check(CLI::ExistingFile);
   app.add_flag("--skip-bad", args.skip_bad, "report and skip undecodable images");
   app.add_option("--stats-limit", args.stats_limit,
                  "decode only this many evenly spaced images per split for the statistics "
                  "(0: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
   // Bounds (docs/design.md): threads a machine can use, images a run can hold or write.
   app.add_option("--workers", args.workers, "threads for the scan and the benchmark's loader")
       ->check(CLI::Range(1, 256));
@@ -361,10 +367,14 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", args.repeats, "benchmark runs (medians are reported)")
       ->check(CLI::Range(1, 1000));
   app.add_option("--generate-jpegs", args.generate_dir,
-                 "write --count generated 500x375 JPEGs as DIR/train/<wnid>/ (and val/)");
+                 "write --count generated 500x375 JPEGs as DIR/train/<wnid>/ (and val/)")
+      ->check(
+          gpipe::parsed_by([](const std::string& path) { gpipe::check_output_folder(path, ""); }));
   app.add_option("--val-count", args.val_count,
                  "generated validation JPEGs (default: max(classes, count / 10))");
   if (const auto code = gpipe::parse_command_line(app, argc, argv)) return *code;
+  // Logs go to stderr, as every program's: stdout holds the report only.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("dataset_info"));
   if (args.dataset.empty() && args.generate_dir.empty()) {
     std::cerr << "dataset_info: give --dataset (or --generate-jpegs DIR); see --help\n";
     return gpipe::kExitBadInput;

@@ -20,13 +20,17 @@
 namespace gpipe::cli {
 namespace {
 
+std::string prefix(const std::string& flag) {
+  return flag.empty() ? std::string() : flag + ": ";
+}
+
 template <typename T, typename Convert>
 std::vector<T> parse_list(const std::string& text, const std::string& flag, Convert convert) {
   std::vector<T> values;
   std::stringstream stream(text);
   std::string item;
   while (std::getline(stream, item, ',')) {
-    GPIPE_CHECK(!item.empty(), ConfigError, flag, ": an empty item in '", text,
+    GPIPE_CHECK(!item.empty(), ConfigError, prefix(flag), "an empty item in '", text,
                 "' (write the values separated by single commas)");
     size_t used = 0;
     T value{};
@@ -35,24 +39,43 @@ std::vector<T> parse_list(const std::string& text, const std::string& flag, Conv
     } catch (const std::exception&) {
       used = 0;
     }
-    GPIPE_CHECK(used == item.size(), ConfigError, flag, ": '", item, "' in '", text,
+    GPIPE_CHECK(used == item.size(), ConfigError, prefix(flag), "'", item, "' in '", text,
                 "' is not a number");
     values.push_back(value);
   }
-  GPIPE_CHECK(!values.empty(), ConfigError, flag, ": no values in '", text, "'");
+  GPIPE_CHECK(!values.empty(), ConfigError, prefix(flag), "no values in '", text, "'");
   return values;
 }
 
 }  // namespace
 
 std::vector<double> parse_doubles(const std::string& text, const std::string& flag) {
-  return parse_list<double>(text, flag,
-                            [](const std::string& s, size_t* used) { return std::stod(s, used); });
+  auto values = parse_list<double>(
+      text, flag, [](const std::string& s, size_t* used) { return std::stod(s, used); });
+  for (const double value : values) {
+    GPIPE_CHECK(std::isfinite(value), ConfigError, prefix(flag), value, " in '", text,
+                "' is not a finite number");
+  }
+  return values;
 }
 
 std::vector<int64_t> parse_ints(const std::string& text, const std::string& flag) {
   return parse_list<int64_t>(
       text, flag, [](const std::string& s, size_t* used) { return std::stoll(s, used); });
+}
+
+std::vector<std::string> parse_names(const std::string& text, const std::string& flag) {
+  std::vector<std::string> names;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    GPIPE_CHECK(!item.empty(), ConfigError, prefix(flag), "an empty item in '", text,
+                "' (write the names separated by single commas)");
+    names.push_back(item);
+  }
+  GPIPE_CHECK(!names.empty() && text.back() != ',', ConfigError, prefix(flag), "no names in '",
+              text, "'");
+  return names;
 }
 
 std::vector<std::string> parse_strings(const std::string& text, char separator) {
@@ -66,6 +89,8 @@ std::vector<std::string> parse_strings(const std::string& text, char separator) 
 }
 
 void check_config_file(const CLI::App& app, const std::string& path) {
+  GPIPE_CHECK(!path.empty(), ConfigError,
+              "--config: an empty file name (CLI11 would read no file); give a TOML file of flags");
   std::ifstream in(path);
   if (!in) return;  // CLI11 names a file it cannot read
   auto trim = [](std::string text) {
@@ -76,6 +101,9 @@ void check_config_file(const CLI::App& app, const std::string& path) {
   std::map<std::string, int> first_line;
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
+    // CLI11 reports a binary file as "INI was not able to parse", naming neither file nor line.
+    GPIPE_CHECK(line.find('\0') == std::string::npos, ConfigError, path, ":", number,
+                ": a NUL byte; this is not a TOML file of flags");
     const auto text = trim(line);
     const auto eq = text.find('=');
     if (text.empty() || text[0] == '#' || text[0] == '[' || eq == std::string::npos) continue;
@@ -99,9 +127,12 @@ void check_config_files(const CLI::App& app, int argc, char** argv) {
   }
 }
 
-CLI::Validator finite_range(double low, double high) {
+CLI::Validator finite_range(double low, double high, Interval interval) {
+  const char* open = interval == Interval::kOpenLow ? "(" : "[";
+  const char* close = interval == Interval::kOpenHigh ? ")" : "]";
+  const std::string range = c10::str(open, low, ", ", high, close);
   return CLI::Validator(
-      [low, high](std::string& text) -> std::string {
+      [low, high, interval, range](std::string& text) -> std::string {
         double value = 0;
         size_t used = 0;
         try {
@@ -109,25 +140,48 @@ CLI::Validator finite_range(double low, double high) {
         } catch (const std::exception&) {
           used = 0;
         }
-        if (used != text.size() || text.empty()) return "'" + text + "' is not a number";
-        if (!std::isfinite(value) || value < low || value > high)
-          return c10::str(text, " is not a finite number in [", low, ", ", high, "]");
+        if (used != text.size() || text.empty()) return "'" + printable(text) + "' is not a number";
+        const bool inside = value >= low && value <= high &&
+                            !(interval == Interval::kOpenLow && value == low) &&
+                            !(interval == Interval::kOpenHigh && value == high);
+        if (!std::isfinite(value) || !inside)
+          return c10::str(text, " is not a finite number in ", range);
         return std::string();
       },
-      c10::str("FINITE in [", low, ", ", high, "]"));
+      "FINITE in " + range);
 }
 
-void check_output_file(const std::string& path, const std::string& flag) {
-  namespace fs = std::filesystem;
-  std::error_code error;
-  GPIPE_CHECK(!fs::is_directory(path, error), ConfigError, flag, " '", path,
-              "' is a folder; give a file name");
-  const auto parent =
-      fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
-  GPIPE_CHECK(fs::is_directory(parent, error), ConfigError, flag, " '", path, "': the folder '",
-              parent.string(), "' does not exist; create it first");
-  GPIPE_CHECK(::access(parent.c_str(), W_OK) == 0, ConfigError, flag, " '", path, "': the folder '",
-              parent.string(), "' is not writable");
+CLI::Validator int_list(int64_t low, int64_t high, bool allow_empty) {
+  return parsed_by([low, high, allow_empty](const std::string& text) {
+    if (allow_empty && text.empty()) return;
+    for (const int64_t value : parse_ints(text, "")) {
+      GPIPE_CHECK(value >= low && value <= high, ConfigError, value, " in '", text, "' is not in [",
+                  low, ", ", high, "]");
+    }
+  });
+}
+
+CLI::Validator name_list(std::function<void(const std::string&)> check) {
+  return parsed_by([check = std::move(check)](const std::string& text) {
+    for (const auto& name : parse_names(text, ""))
+      check(name);
+  });
+}
+
+CLI::Validator output_file() {
+  return parsed_by([](const std::string& path) { check_output_file(path, ""); });
+}
+
+CLI::Validator output_folder(bool allow_empty) {
+  return parsed_by([allow_empty](const std::string& path) {
+    if (!allow_empty || !path.empty()) check_output_folder(path, "");
+  });
+}
+
+CLI::Option* add_log_level_flag(CLI::App& app, std::string& level) {
+  return app.add_option("--log-level", level, "debug | info | warn | error")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
 }
 
 void setup_logging(const std::string& level) {

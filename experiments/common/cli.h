@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gpipe/exit_codes.h"
+#include "gpipe/timeline.h"
 
 namespace gpipe::cli {
 
@@ -24,9 +25,28 @@ using gpipe::kExitOk;
 std::vector<double> parse_doubles(const std::string& text, const std::string& flag);
 std::vector<int64_t> parse_ints(const std::string& text, const std::string& flag);
 std::vector<std::string> parse_strings(const std::string& text, char separator = ',');
+// As parse_strings, but an empty item ("a,,b", ",") or an empty list is a ConfigError naming
+// `flag` (left out when empty).
+std::vector<std::string> parse_names(const std::string& text, const std::string& flag);
 
-// A flag's number must be finite and within [low, high]: CLI11's Range lets NaN through.
-CLI::Validator finite_range(double low, double high);
+// A flag's number must be finite and within [low, high] (or (low, high], or [low, high)):
+// CLI11's Range lets NaN through and knows no open ends.
+enum class Interval { kClosed, kOpenLow, kOpenHigh };
+CLI::Validator finite_range(double low, double high, Interval interval = Interval::kClosed);
+
+using gpipe::parsed_by;
+// A comma-separated list of integers, each within [low, high] (an empty list when `allow_empty`).
+CLI::Validator int_list(int64_t low, int64_t high, bool allow_empty = false);
+// A comma-separated list of names, none empty, each passed to `check` (which throws for an
+// unknown one).
+CLI::Validator name_list(std::function<void(const std::string&)> check);
+// A file the program will write (check_output_file), a folder it will create or write into (its
+// nearest existing ancestor is a writable folder); an empty value passes when `allow_empty`.
+CLI::Validator output_file();
+CLI::Validator output_folder(bool allow_empty = false);
+
+// --log-level: debug | info | warn | error, into `level`.
+CLI::Option* add_log_level_flag(CLI::App& app, std::string& level);
 
 // Checks a TOML file of flags for what CLI11 would take silently: a key given twice, and a list
 // for a flag that takes one value (CLI11 would keep its last item). Throws ConfigError naming
@@ -34,10 +54,9 @@ CLI::Validator finite_range(double low, double high);
 void check_config_file(const CLI::App& app, const std::string& path);
 void check_config_files(const CLI::App& app, int argc, char** argv);
 
-// Checks, before any work, that `path` (given by `flag`) can be written: not a folder, its
-// folder exists and is writable. Throws ConfigError naming the flag, the path and the fix; a
-// run must not train for an hour and then fail to write its result.
-void check_output_file(const std::string& path, const std::string& flag);
+// gpipe/timeline.h's checks of an output path, used by the drivers.
+using gpipe::check_output_file;
+using gpipe::check_output_folder;
 
 // Logs to stderr with a short pattern; "debug" | "info" | "warn" | "error".
 void setup_logging(const std::string& level = "info");

@@ -47,8 +47,9 @@ std::vector<std::string> paper_models() {
 }
 
 void check_paper_model(const std::string& flag, const std::string& model) {
-  GPIPE_CHECK(is_paper_model(model), ConfigError, flag, ": '", model, "' is not one of ",
-              c10::Join(" or ", paper_models()), ", the models of the paper's Tables 1-3");
+  GPIPE_CHECK(is_paper_model(model), ConfigError, flag.empty() ? "" : flag + ": ", "'", model,
+              "' is not one of ", c10::Join(" or ", paper_models()),
+              ", the models of the paper's Tables 1-3");
 }
 
 std::optional<double> paper_table2_speedup(const std::string& model, int64_t K, int64_t M) {

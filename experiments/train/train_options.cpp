@@ -1,12 +1,21 @@
 #include "train/train_options.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
 
 #include "common/cli.h"
+#include "gpipe/datasets/class_subset.h"
+#include "gpipe/datasets/factory.h"
+#include "gpipe/device.h"
 #include "gpipe/errors.h"
 #include "gpipe/models/model_flags.h"
+#include "gpipe/schedule.h"
+#include "gpipe/stage.h"
+#include "tables/report.h"
+#include "train/snapshot_manager.h"
 
 #ifndef GPIPE_PRESETS_DIR
 #define GPIPE_PRESETS_DIR "experiments/presets"
@@ -59,13 +68,33 @@ constexpr int kMaxWorkers = 256;                 // data loader threads
 constexpr int64_t kMaxBatch = int64_t{1} << 24;  // samples in a batch, and micro-batches
 constexpr int64_t kMaxStages = 4096;             // K
 constexpr int64_t kMaxVirtualStages = 64;        // v per device
+constexpr int64_t kMaxLayers = 1 << 20;          // layers of one stage
+constexpr int64_t kMaxThreads = 4096;            // intra-op threads of one device
+constexpr int64_t kMaxImageSide = 1 << 14;       // pixels (as the models' --image-size)
+constexpr int64_t kMaxEpochs = 1000000;
+constexpr int64_t kMaxSteps = int64_t{1} << 32;
+constexpr double kMaxSeconds = 1e6;  // a peer's time-out
+constexpr double kMaxRate = 1e30;  // learning rates and weight decay (finite; train.nonfinite_loss
+                                   // makes a run diverge with 1e30)
 
-// A list flag given as an empty string would silently mean "not given".
-const CLI::Validator non_empty(
-    [](std::string& value) {
-      return value.empty() ? std::string("an empty value") : std::string();
-    },
-    "NON-EMPTY");
+// --devices: one device spec per stage ("cpu:0,cpu:1", "cuda:0"), or for planning a number of
+// cores ("4").
+void check_devices(const std::string& text) {
+  GPIPE_CHECK(!text.empty(), ConfigError, "an empty value (give cpu:0,cpu:1, cuda:0 or a count)");
+  if (std::all_of(text.begin(), text.end(), ::isdigit)) {
+    const auto cores = cli::parse_ints(text, "");
+    GPIPE_CHECK(cores.at(0) >= 1 && cores.at(0) <= kMaxStages, ConfigError, text,
+                " is not a number of cores in [1, ", kMaxStages, "]");
+    return;
+  }
+  const auto list = cli::parse_strings(text);
+  GPIPE_CHECK(!list.empty() && text.find(",,") == std::string::npos && text.front() != ',' &&
+                  text.back() != ',',
+              ConfigError, "an empty item in '", text,
+              "' (write the devices separated by single commas)");
+  for (const auto& device : list)
+    DeviceSpec::parse(device);
+}
 
 }  // namespace
 
@@ -79,60 +108,73 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
 
   const char* data = "Data";
   opt(data, "--dataset", o.dataset,
-      "synthetic | fashion-mnist | mnist | cifar10 | cifar100 | imagenet");
+      "synthetic | fashion-mnist | mnist | cifar10 | cifar100 | imagenet")
+      ->check(CLI::IsMember(datasets::dataset_names()));
   opt(data, "--data-dir", o.data_dir,
-      "folder of the dataset's files (fashion-mnist: Debian's copy by default)");
+      "folder of the dataset's files (fashion-mnist: Debian's copy by default)")
+      ->check(CLI::ExistingDirectory);
   opt(data, "--workers", o.workers, "data loader threads")->check(CLI::Range(0, kMaxWorkers));
   app.add_flag("--skip-bad", o.skip_bad, "skip (and count) undecodable images")->group(data);
   app.add_flag("--augment,!--no-augment", o.augment, "training augmentation")
       ->capture_default_str()
       ->group(data);
   opt(data, "--cutout", o.cutout,
-      "training augmentation: zero a random square of this many pixels a side (0: off)");
+      "training augmentation: zero a random square of this many pixels a side (0: off)")
+      ->check(CLI::Range(int64_t{0}, kMaxImageSide));
   opt(data, "--class-subset", o.class_subset,
-      "train and test on these classes only, relabelled 0..n-1 in the order given (0-4, 5,7,9)");
+      "train and test on these classes only, relabelled 0..n-1 in the order given (0-4, 5,7,9)")
+      ->check(cli::parsed_by([](const std::string& v) { datasets::parse_class_list(v); }));
   opt(data, "--eval-batch-size", o.eval_batch_size, "evaluation batch (0: --batch-size)")
       ->check(CLI::Range(int64_t{0}, kMaxBatch));
 
   const char* pipe = kPipelineGroup;
   opt(pipe, "--partitions,-K", o.partitions, "number of stages K (auto-balanced by --balance-by)")
       ->check(CLI::Range(int64_t{0}, kMaxStages));
-  opt(pipe, "--balance", o.balance,
-      "layers per stage, e.g. 3,3,2 (sets K; \"\" clears a preset's)");
-  opt(pipe, "--balance-by", o.balance_by, "params | time | memory");
+  opt(pipe, "--balance", o.balance, "layers per stage, e.g. 3,3,2 (sets K; \"\" clears a preset's)")
+      ->check(cli::int_list(1, kMaxLayers, /*allow_empty=*/true));
+  opt(pipe, "--balance-by", o.balance_by, "params | time | memory")
+      ->check(CLI::IsMember({"params", "time", "memory"}));
   opt(pipe, "--chunks,-M", o.chunks, "micro-batches per mini-batch")
       ->check(CLI::Range(int64_t{1}, kMaxBatch));
-  opt(pipe, "--checkpoint", o.checkpoint, "re-materialisation: always | except_last | never");
-  opt(pipe, "--schedule", o.schedule, "gpipe | 1f1b | interleaved-1f1b | zb-h1 | zbv");
+  opt(pipe, "--checkpoint", o.checkpoint, "re-materialisation: always | except_last | never")
+      ->check(cli::parsed_by([](const std::string& v) { parse_checkpoint(v); }));
+  opt(pipe, "--schedule", o.schedule, "gpipe | 1f1b | interleaved-1f1b | zb-h1 | zbv")
+      ->check(cli::parsed_by([](const std::string& v) { parse_schedule_kind(v); }));
   opt(pipe, "--virtual-stages", o.virtual_stages,
       "v stages per device for interleaved-1f1b (default 2) and zbv (2); each --balance entry "
       "must be a multiple of v")
       ->check(CLI::Range(int64_t{0}, kMaxVirtualStages));
   opt(pipe, "--stage-balance", o.stage_balance,
       "layers per virtual stage in stage order (K*v entries), for v > 1; sets --balance")
-      ->check(non_empty);
+      ->check(cli::int_list(1, kMaxLayers));
   opt(pipe, "--devices", o.devices, "one per stage: cpu:0,cpu:1 or cuda:0,cuda:1")
-      ->check(non_empty);
+      ->check(cli::parsed_by(check_devices));
   opt(pipe, "--threads-per-device", o.threads_per_device,
-      "intra-op threads per device (0: 1 when K > 1, all cores when K = 1)");
+      "intra-op threads per device (0: 1 when K > 1, all cores when K = 1)")
+      ->check(CLI::Range(int64_t{0}, kMaxThreads));
 
   const char* plan = kPlanningGroup;
   opt(plan, "--plan", o.plan,
       "auto: measure the model and run the fastest configuration that fits --memory-per-device "
-      "(sets K, balance, M, schedule, v, checkpoint and threads; see gpipe_plan)");
+      "(sets K, balance, M, schedule, v, checkpoint and threads; see gpipe_plan)")
+      ->check(CLI::IsMember({"", "auto"}));
   opt(plan, "--memory-per-device", o.memory_per_device,
-      "memory of each device for planning, e.g. 512MiB, 8GiB (empty: no limit)");
+      "memory of each device for planning, e.g. 512MiB, 8GiB (empty: no limit)")
+      ->check(cli::parsed_by([](const std::string& v) {
+        if (!v.empty()) tables::parse_bytes(v, "");
+      }));
 
   const char* dist = "Distributed";
   app.add_flag("--distributed", o.distributed,
                "one stage per process over c10d; world = K stages x R replicas, rank = "
                "replica*K + stage (start with scripts/launch.sh)")
       ->group(dist);
-  opt(dist, "--comm-timeout", o.comm_timeout,
-      "seconds to wait for a peer before declaring it lost");
+  opt(dist, "--comm-timeout", o.comm_timeout, "seconds to wait for a peer before declaring it lost")
+      ->check(cli::finite_range(0, kMaxSeconds, cli::Interval::kOpenLow));
   opt(dist, "--bucket-mb", o.bucket_mb,
       "with replicas: gradients are summed in buckets of this many MiB, each as soon as its "
-      "gradients are final, overlapping the backward");
+      "gradients are final, overlapping the backward")
+      ->check(cli::finite_range(0, 1 << 20, cli::Interval::kOpenLow));
   app.add_flag("--sync-batchnorm", o.sync_batchnorm,
                "with replicas: BatchNorm normalises each micro-batch by its statistics over "
                "every replica, so R replicas at --batch-size N train as one at N")
@@ -141,37 +183,52 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   const char* train = "Training";
   opt(train, "--batch-size", o.batch_size, "mini-batch size N (over all replicas)")
       ->check(CLI::Range(int64_t{1}, kMaxBatch));
-  opt(train, "--epochs", o.epochs, "epochs of the training split")->check(CLI::NonNegativeNumber);
+  opt(train, "--epochs", o.epochs, "epochs of the training split")
+      ->check(CLI::Range(int64_t{0}, kMaxEpochs));
   opt(train, "--steps", o.steps, "training steps (caps --epochs; synthetic data needs it)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, kMaxSteps));
   opt(train, "--seed", o.seed, "seed of initialisation, data order, augmentation and dropout");
-  opt(train, "--optimizer", o.optimizer, "sgd | rmsprop | adam | adamw");
-  opt(train, "--lr", o.lr, "peak learning rate");
-  opt(train, "--momentum", o.momentum, "SGD / RMSprop momentum");
+  opt(train, "--optimizer", o.optimizer, "sgd | rmsprop | adam | adamw")
+      ->check(CLI::IsMember({"sgd", "rmsprop", "adam", "adamw"}));
+  const auto below_one = cli::finite_range(0, 1, cli::Interval::kOpenHigh);
+  const auto epsilon = cli::finite_range(0, 1, cli::Interval::kOpenLow);
+  const auto rate = cli::finite_range(0, kMaxRate);
+  opt(train, "--lr", o.lr, "peak learning rate")
+      ->check(cli::finite_range(0, kMaxRate, cli::Interval::kOpenLow));
+  opt(train, "--momentum", o.momentum, "SGD / RMSprop momentum")->check(below_one);
   app.add_flag("--nesterov", o.nesterov, "Nesterov momentum (SGD)")->group(train);
-  opt(train, "--weight-decay", o.weight_decay, "L2 weight decay");
-  opt(train, "--rmsprop-decay", o.rmsprop_decay, "RMSprop decay of the squared average");
-  opt(train, "--rmsprop-eps", o.rmsprop_eps, "RMSprop epsilon");
-  opt(train, "--adam-beta1", o.adam_beta1, "Adam beta1");
-  opt(train, "--adam-beta2", o.adam_beta2, "Adam beta2");
-  opt(train, "--adam-eps", o.adam_eps, "Adam epsilon");
-  opt(train, "--label-smoothing", o.label_smoothing, "label smoothing of the cross-entropy");
-  opt(train, "--lr-schedule", o.lr_schedule, "constant | cosine | exponential (after warm-up)");
-  opt(train, "--warmup-steps", o.warmup_steps, "linear warm-up steps");
-  opt(train, "--lr-decay", o.lr_decay, "exponential schedule: factor per --lr-decay-epochs");
-  opt(train, "--lr-decay-epochs", o.lr_decay_epochs, "exponential schedule: epochs per decay");
-  opt(train, "--min-lr", o.min_lr, "cosine schedule: final learning rate");
-  opt(train, "--grad-clip", o.grad_clip, "clip the global gradient norm (0: off)");
+  opt(train, "--weight-decay", o.weight_decay, "L2 weight decay")->check(rate);
+  opt(train, "--rmsprop-decay", o.rmsprop_decay, "RMSprop decay of the squared average")
+      ->check(below_one);
+  opt(train, "--rmsprop-eps", o.rmsprop_eps, "RMSprop epsilon")->check(epsilon);
+  opt(train, "--adam-beta1", o.adam_beta1, "Adam beta1")->check(below_one);
+  opt(train, "--adam-beta2", o.adam_beta2, "Adam beta2")->check(below_one);
+  opt(train, "--adam-eps", o.adam_eps, "Adam epsilon")->check(epsilon);
+  opt(train, "--label-smoothing", o.label_smoothing, "label smoothing of the cross-entropy")
+      ->check(below_one);
+  opt(train, "--lr-schedule", o.lr_schedule, "constant | cosine | exponential (after warm-up)")
+      ->check(CLI::IsMember({"constant", "cosine", "exponential"}));
+  opt(train, "--warmup-steps", o.warmup_steps, "linear warm-up steps")
+      ->check(CLI::Range(int64_t{0}, kMaxSteps));
+  opt(train, "--lr-decay", o.lr_decay, "exponential schedule: factor per --lr-decay-epochs")
+      ->check(epsilon);
+  opt(train, "--lr-decay-epochs", o.lr_decay_epochs, "exponential schedule: epochs per decay")
+      ->check(cli::finite_range(0, kMaxEpochs, cli::Interval::kOpenLow));
+  opt(train, "--min-lr", o.min_lr, "cosine schedule: final learning rate")->check(rate);
+  opt(train, "--grad-clip", o.grad_clip, "clip the global gradient norm (0: off)")
+      ->check(cli::finite_range(0, 1e30));
   opt(train, "--eval-every", o.eval_every,
       "evaluate the test split every N epochs (0: only at the end; -1: never)")
       ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
   opt(train, "--eval-batches", o.eval_batches,
       "evaluate on the first N batches of the test split (0: all of it)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, kMaxBatch));
 
   const char* ckpt = "Snapshots";
-  opt(ckpt, "--snapshot-dir", o.snapshot_dir, "folder of snapshots (step-N/ and latest)");
-  opt(ckpt, "--save-every", o.save_every, "save every N steps (0: at the end only)");
+  opt(ckpt, "--snapshot-dir", o.snapshot_dir, "folder of snapshots (step-N/ and latest)")
+      ->check(cli::output_folder());
+  opt(ckpt, "--save-every", o.save_every, "save every N steps (0: at the end only)")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--resume", o.resume, "continue from the latest snapshot in --snapshot-dir")
       ->group(ckpt);
   app.add_flag("--overwrite-snapshots", o.overwrite_snapshots,
@@ -180,17 +237,49 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
       ->group(ckpt);
   opt(ckpt, "--finetune-from", o.finetune_from,
       "start from a snapshot's weights (folder or its step-N/) but the last layer (the "
-      "classifier head, randomly initialised), with a fresh optimizer");
-  opt(ckpt, "--keep-snapshots", o.keep_snapshots, "how many snapshots to keep");
+      "classifier head, randomly initialised), with a fresh optimizer")
+      ->check(cli::parsed_by([](const std::string& path) { SnapshotManager::resolve(path); }));
+  opt(ckpt, "--keep-snapshots", o.keep_snapshots, "how many snapshots to keep")
+      ->check(CLI::NonNegativeNumber);
 
   const char* out = "Output";
-  opt(out, "--output-dir", o.output_dir, "write metrics.jsonl, summary.json and trace.json here");
-  opt(out, "--metrics", o.metrics, "JSON lines of per-step and per-evaluation metrics");
-  opt(out, "--trace", o.trace, "Chrome trace of the last step");
-  opt(out, "--json", o.json, "summary JSON");
-  opt(out, "--log-every", o.log_every, "log every N steps when not drawing a progress bar");
-  opt(out, "--progress", o.progress, "auto (a bar on a terminal) | bar | log | off");
-  opt(out, "--log-level", o.log_level, "debug | info | warn | error");
+  opt(out, "--output-dir", o.output_dir, "write metrics.jsonl, summary.json and trace.json here")
+      ->check(cli::output_folder());
+  opt(out, "--metrics", o.metrics, "JSON lines of per-step and per-evaluation metrics")
+      ->check(cli::output_file());
+  opt(out, "--trace", o.trace, "Chrome trace of the last step")->check(cli::output_file());
+  opt(out, "--json", o.json, "summary JSON")->check(cli::output_file());
+  opt(out, "--log-every", o.log_every, "log every N steps when not drawing a progress bar")
+      ->check(CLI::NonNegativeNumber);
+  opt(out, "--progress", o.progress, "auto (a bar on a terminal) | bar | log | off")
+      ->check(CLI::IsMember({"auto", "bar", "log", "off"}));
+  opt(out, "--log-level", o.log_level, "debug | info | warn | error")
+      ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
+}
+
+void check_train_options(const TrainOptions& o) {
+  GPIPE_CHECK(o.batch_size >= 1, ConfigError, "--batch-size must be >= 1, got ", o.batch_size);
+  GPIPE_CHECK(o.steps >= 0 && o.epochs >= 0, ConfigError, "--steps and --epochs must be >= 0, got ",
+              o.steps, " and ", o.epochs);
+  GPIPE_CHECK(o.chunks >= 1 && o.chunks <= o.batch_size, ConfigError, "--chunks ", o.chunks,
+              " must be between 1 and --batch-size ", o.batch_size);
+  GPIPE_CHECK(o.comm_timeout > 0, ConfigError, "--comm-timeout must be > 0 s, got ",
+              o.comm_timeout);
+  GPIPE_CHECK(o.label_smoothing >= 0 && o.label_smoothing < 1, ConfigError,
+              "--label-smoothing must be in [0, 1), got ", o.label_smoothing);
+  GPIPE_CHECK(o.min_lr <= o.lr, ConfigError, "--min-lr ", o.min_lr, " exceeds --lr ", o.lr);
+  GPIPE_CHECK(o.optimizer != "sgd" || !o.nesterov || o.momentum > 0, ConfigError,
+              "--nesterov needs --momentum > 0");
+  GPIPE_CHECK(!o.resume || !o.snapshot_dir.empty(), ConfigError,
+              "--resume needs --snapshot-dir (where the snapshots are)");
+  GPIPE_CHECK(!o.overwrite_snapshots || !o.snapshot_dir.empty(), ConfigError,
+              "--overwrite-snapshots needs --snapshot-dir (the folder whose snapshots it deletes)");
+  GPIPE_CHECK(!o.overwrite_snapshots || !o.resume, ConfigError,
+              "--overwrite-snapshots and --resume exclude each other: resume continues the run "
+              "whose snapshots the folder holds, overwrite deletes them");
+  GPIPE_CHECK(!o.resume || o.finetune_from.empty(), ConfigError,
+              "--resume and --finetune-from exclude each other: resume continues a run, "
+              "fine-tuning starts a new one from another run's weights");
 }
 
 std::string presets_dir() {

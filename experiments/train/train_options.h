@@ -109,6 +109,10 @@ struct TrainOptions {
 // commands it prints.
 void add_train_flags(CLI::App& app, TrainOptions& options);
 inline constexpr const char* kPipelineGroup = "Pipeline";
+// What the flags' own checks cannot see: the values that must agree with each other (--chunks
+// within --batch-size, --resume with a --snapshot-dir, ...). Throws ConfigError naming them;
+// gpipe_train and gpipe_plan call it before any work.
+void check_train_options(const TrainOptions& options);
 inline constexpr const char* kPlanningGroup = "Planning";
 
 // Directory of the presets (experiments/presets in the source tree).

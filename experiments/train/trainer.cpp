@@ -2,8 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -15,53 +18,35 @@
 #include "train/progress.h"
 
 namespace gpipe::train {
-namespace {
 
-// A model on CPU devices whose parameters and their gradients alone outgrow this machine's
-// memory is refused before anything is built: it would otherwise grow until the kernel kills
-// it. Only models that count their parameters by formula are counted here (the others would
-// have to be built to be counted).
 void check_fits_host(const models::ModelBuilder& builder, const TrainOptions& o) {
-  const bool cpu = o.devices.empty() || o.devices.rfind("cpu", 0) == 0;
+  const bool cpu = o.devices.empty() || o.devices.rfind("cpu", 0) == 0 ||
+                   std::all_of(o.devices.begin(), o.devices.end(), ::isdigit);  // cores to plan
   if (!cpu || !builder.counts_analytically()) return;
   const int64_t parameters = builder.count_parameters();
   const double bytes = 8.0 * static_cast<double>(parameters);  // fp32 weights and gradients
-  const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
-                        static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
+                  static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  std::string limit;
+  rlimit address_space{};
+  if (::getrlimit(RLIMIT_AS, &address_space) == 0 && address_space.rlim_cur != RLIM_INFINITY &&
+      static_cast<double>(address_space.rlim_cur) < memory) {
+    memory = static_cast<double>(address_space.rlim_cur);
+    limit = " (its address-space limit, ulimit -v)";
+  }
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   char need[32], have[32];
   std::snprintf(need, sizeof need, "%.1f GiB", bytes / kGiB);
   std::snprintf(have, sizeof have, "%.1f GiB", memory / kGiB);
   GPIPE_CHECK(memory <= 0 || bytes <= memory, ConfigError, "--model ", o.model.name(), " with ",
               builder.num_layers(), " layers has ", parameters, " parameters: ", need,
-              " for their weights and gradients alone, and this machine "
-              "has ",
-              have, "; choose fewer or smaller layers");
+              " for their weights and gradients alone, and this machine has ", have, limit,
+              "; choose fewer or smaller layers");
 }
-
-}  // namespace
 
 Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   auto& o = options_;
-  GPIPE_CHECK(o.batch_size >= 1, ConfigError, "--batch-size must be >= 1, got ", o.batch_size);
-  GPIPE_CHECK(o.steps >= 0 && o.epochs >= 0, ConfigError, "--steps and --epochs must be >= 0, got ",
-              o.steps, " and ", o.epochs);
-  GPIPE_CHECK(o.chunks >= 1 && o.chunks <= o.batch_size, ConfigError, "--chunks ", o.chunks,
-              " must be between 1 and --batch-size ", o.batch_size);
-  GPIPE_CHECK(o.comm_timeout > 0, ConfigError, "--comm-timeout must be > 0 s, got ",
-              o.comm_timeout);
-  GPIPE_CHECK(o.label_smoothing >= 0 && o.label_smoothing < 1, ConfigError,
-              "--label-smoothing must be in [0, 1), got ", o.label_smoothing);
-  GPIPE_CHECK(!o.resume || !o.snapshot_dir.empty(), ConfigError,
-              "--resume needs --snapshot-dir (where the snapshots are)");
-  GPIPE_CHECK(!o.overwrite_snapshots || !o.snapshot_dir.empty(), ConfigError,
-              "--overwrite-snapshots needs --snapshot-dir (the folder whose snapshots it deletes)");
-  GPIPE_CHECK(!o.overwrite_snapshots || !o.resume, ConfigError,
-              "--overwrite-snapshots and --resume exclude each other: resume continues the run "
-              "whose snapshots the folder holds, overwrite deletes them");
-  GPIPE_CHECK(!o.resume || o.finetune_from.empty(), ConfigError,
-              "--resume and --finetune-from exclude each other: resume continues a run, "
-              "fine-tuning starts a new one from another run's weights");
+  check_train_options(o);
   if (!o.output_dir.empty()) {
     std::error_code error;
     std::filesystem::create_directories(o.output_dir, error);

@@ -128,6 +128,25 @@ AmoebaNetBuilder::AmoebaNetBuilder(AmoebaNetOptions options, uint64_t init_seed)
   }
   plan_.back().cell->emit_skip(false);  // the head reads only the last cell's output
   plan_.push_back({LayerPlan::Kind::kHead, "head", std::nullopt, o.classes(), 1});
+  if (o.filters() > 3 * kAmoebaNetFilterMultiple) {
+    for (int64_t k = 1; k <= 3; ++k) {
+      auto small = o;
+      small.filters(k * kAmoebaNetFilterMultiple);
+      probes_.push_back(std::make_shared<const AmoebaNetBuilder>(small, init_seed));
+    }
+  }
+}
+
+int64_t AmoebaNetBuilder::count_layer_parameters(int64_t i) const {
+  check_layer_index(i);
+  if (probes_.empty()) return ModelBuilder::count_layer_parameters(i);
+  int64_t p[3];
+  for (size_t k = 0; k < 3; ++k)
+    p[k] = probes_[k]->ModelBuilder::count_layer_parameters(i);
+  // Newton's form through x = 1, 2, 3, at x = D / 16 (an integer: D is a multiple of 16, and
+  // (x - 1)(x - 2) is even).
+  const int64_t x = options_.filters() / kAmoebaNetFilterMultiple;
+  return p[0] + (x - 1) * (p[1] - p[0]) + (x - 1) * (x - 2) / 2 * (p[2] - 2 * p[1] + p[0]);
 }
 
 std::string AmoebaNetBuilder::layer_name(int64_t i) const {

@@ -78,6 +78,15 @@ std::string MlpBuilder::layer_name(int64_t i) const {
   return mlp_layer_name(options_, i);
 }
 
+int64_t MlpBuilder::count_layer_parameters(int64_t i) const {
+  check_layer_index(i);
+  const auto& o = options_;
+  const bool hidden = i < o.depth();
+  const int64_t in = i == 0 ? o.in_features() : o.width();
+  const int64_t out = hidden ? o.width() : o.classes();
+  return in * out + out + (hidden && o.batch_norm() ? 2 * out : 0);
+}
+
 SampleBatch MlpBuilder::sample_batch(int64_t batch_size, uint64_t seed) const {
   GPIPE_CHECK(batch_size >= 1, ConfigError, "a sample batch needs at least one sample, got ",
               batch_size);

@@ -135,7 +135,7 @@ struct PaperCount {
 };
 
 TEST(AmoebaNet, ParameterCountsMatchThePaper) {
-  // About 15 s: 4.4 billion parameters drawn, one layer at a time.
+  // Counted by interpolation, without building (InterpolatedCountEqualsBuiltLayers checks it).
   for (const auto& c : {PaperCount{&amoebanet_d_genotype(), 18, 208, 82e6},
                         PaperCount{&amoebanet_d_genotype(), 18, 416, 318e6},
                         PaperCount{&amoebanet_d_genotype(), 18, 544, 542e6},
@@ -147,6 +147,30 @@ TEST(AmoebaNet, ParameterCountsMatchThePaper) {
     EXPECT_NEAR(count / c.paper, 1.0, 0.03)
         << c.genotype->name << " (" << c.layers << ", " << c.filters << "): " << count;
   }
+}
+
+TEST(AmoebaNet, InterpolatedCountEqualsBuiltLayers) {
+  // D = 64 and 80 (past the three built probes at 16, 32, 48), both genotypes, stride 1 and 2,
+  // grayscale and colour, a depth whose reductions fall unevenly.
+  for (const auto* genotype : {&amoebanet_d_genotype(), &amoebanet_b_genotype()}) {
+    for (const auto& options :
+         {AmoebaNetOptions(4, 64).genotype(*genotype).image_size(32), AmoebaNetOptions(2, 80)
+                                                                          .genotype(*genotype)
+                                                                          .stem_stride(1)
+                                                                          .channels(1)
+                                                                          .classes(7)
+                                                                          .image_size(28)}) {
+      AmoebaNetBuilder builder(options);
+      ASSERT_TRUE(builder.counts_analytically());
+      for (int64_t i = 0; i < builder.num_layers(); ++i) {
+        EXPECT_EQ(builder.count_layer_parameters(i), count_parameters({builder.build_layer(i)}))
+            << genotype->name << " " << builder.layer_name(i);
+      }
+    }
+  }
+  // A size no machine here could build is counted at once.
+  const int64_t huge = AmoebaNetBuilder(AmoebaNetOptions(18, 65536)).count_parameters();
+  EXPECT_GT(huge, int64_t{1} << 40);
 }
 
 TEST(AmoebaNet, PipelineIsTransparent) {

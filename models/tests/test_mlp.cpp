@@ -16,6 +16,18 @@ TEST(Mlp, LayersShapesAndParameters) {
   EXPECT_EQ(x[0].sizes(), (std::vector<int64_t>{5, 4}));
 }
 
+TEST(Mlp, AnalyticCountEqualsBuiltLayers) {
+  for (const bool batch_norm : {false, true}) {
+    for (const auto& options : {MlpOptions(5, 16, 3, 7), MlpOptions(9, 4, 0, 2)}) {
+      MlpBuilder builder(MlpOptions(options).batch_norm(batch_norm));
+      for (int64_t i = 0; i < builder.num_layers(); ++i) {
+        EXPECT_EQ(builder.count_layer_parameters(i), count_parameters({builder.build_layer(i)}))
+            << builder.layer_name(i) << " batch_norm " << batch_norm;
+      }
+    }
+  }
+}
+
 TEST(Mlp, BadSizes) {
   EXPECT_THROW(make_mlp(MlpOptions(0, 4, 1, 2)), ConfigError);
   EXPECT_THROW(make_mlp(MlpOptions(3, 4, -1, 2)), ConfigError);

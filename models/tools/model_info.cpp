@@ -24,6 +24,7 @@
 #include "gpipe/partition.h"
 #include "gpipe/pipeline.h"
 #include "gpipe/profile.h"
+#include "gpipe/timeline.h"
 
 namespace {
 
@@ -55,20 +56,22 @@ int main(int argc, char** argv) {
   models::add_model_flags(app, config);
   app.add_option("--init-seed", config.init_seed, "Initialisation seed")->capture_default_str();
   app.add_option("--partitions", partitions, "K: pipeline stages to balance")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
       ->capture_default_str();
   app.add_option("--balance-by", balance_by, "Balance by")
       ->check(CLI::IsMember({"params", "time", "memory"}))
       ->capture_default_str();
   app.add_option("--batch", batch, "Micro-batch size profiled for --balance-by time|memory")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
       ->capture_default_str();
   app.add_option("--paper-parameters", paper_parameters,
-                 "The paper's parameter count of this configuration, to compare with");
+                 "The paper's parameter count of this configuration, to compare with")
+      ->check(CLI::Range(1.0, 1e15));
   app.add_flag("--verify-by-building", verify_by_building,
                "Also build every layer (one at a time) and check its count against the model's "
                "count (which is analytic for Transformer-L)");
-  app.add_option("--json", json_path, "Write the results as JSON to this file");
+  app.add_option("--json", json_path, "Write the results as JSON to this file")
+      ->check(parsed_by([](const std::string& path) { check_output_file(path, ""); }));
   if (const auto code = gpipe::parse_command_line(app, argc, argv)) return *code;
 
   // Every line to stderr, errors included, as the other programs log.

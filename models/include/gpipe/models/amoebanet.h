@@ -87,6 +87,11 @@ class AmoebaNetBuilder : public ModelBuilder {
   std::string layer_name(int64_t i) const override;
   // Images (N, channels, image_size, image_size) from N(0, 1) and labels in [0, classes).
   SampleBatch sample_batch(int64_t batch_size, uint64_t seed) const override;
+  // Exact, without building at D: each channel count of a layer is a multiple of D/16 plus a
+  // constant (the stem's), so the layer's parameters are a quadratic in D, which three builds at
+  // D = 16, 32 and 48 fix. Tests check it against layers built at larger D.
+  int64_t count_layer_parameters(int64_t i) const override;
+  bool counts_analytically() const override { return true; }
 
   const AmoebaNetOptions& options() const { return options_; }
   const std::vector<LayerPlan>& plan() const { return plan_; }
@@ -97,6 +102,9 @@ class AmoebaNetBuilder : public ModelBuilder {
  private:
   AmoebaNetOptions options_;
   std::vector<LayerPlan> plan_;
+  // The same model at D = 16, 32, 48, whose built layers count_layer_parameters interpolates;
+  // empty when D <= 48 (its layers are then built and counted).
+  std::vector<std::shared_ptr<const AmoebaNetBuilder>> probes_;
 };
 
 }  // namespace gpipe::models

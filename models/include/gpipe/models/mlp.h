@@ -40,6 +40,10 @@ class MlpBuilder : public ModelBuilder {
   std::string layer_name(int64_t i) const override;
   // Features (N, in_features) from N(0, 1) and labels in [0, classes).
   SampleBatch sample_batch(int64_t batch_size, uint64_t seed) const override;
+  // Linear weights and biases (and BatchNorm's scale and shift), by formula; tested against
+  // built layers.
+  int64_t count_layer_parameters(int64_t i) const override;
+  bool counts_analytically() const override { return true; }
   const MlpOptions& options() const { return options_; }
 
  protected:
