@@ -114,7 +114,7 @@ void GradientReducer::State::run() {
 GradientReducer::GradientReducer(const std::vector<Stage*>& stages, int64_t bucket_bytes, SumFn sum)
     : state_(std::make_shared<State>()) {
   GPIPE_CHECK(bucket_bytes > 0, ConfigError, "the gradient bucket size must be positive, got ",
-              bucket_bytes, " bytes (--bucket-mb takes MiB, e.g. 25)");
+              bucket_bytes, " bytes (PipelineOptions::bucket_mb takes MiB, e.g. 25)");
   state_->sum = std::move(sum);
   std::vector<Stage*> order(stages.begin(), stages.end());
   std::sort(order.begin(), order.end(),

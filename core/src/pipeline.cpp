@@ -136,8 +136,8 @@ Pipeline::Pipeline(LayerList layers, PipelineOptions options, int64_t local_devi
   GPIPE_CHECK(transport_ != nullptr, ConfigError, "a distributed pipeline needs a transport");
   build(local_device, 1);
   if (collectives_ != nullptr && collectives_->replicas() > 1) {
-    GPIPE_CHECK(options_.bucket_mb() > 0, ConfigError, "the gradient bucket size (--bucket-mb) ",
-                "must be positive, got ", options_.bucket_mb());
+    GPIPE_CHECK(options_.bucket_mb() > 0, ConfigError, "the gradient bucket size ",
+                "(PipelineOptions::bucket_mb) must be positive, got ", options_.bucket_mb());
     std::vector<Stage*> local;
     for (auto& stage : stages_)
       local.push_back(stage.get());

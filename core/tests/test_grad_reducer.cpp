@@ -71,7 +71,7 @@ TEST(GradientReducer, BucketsFollowTheOrderGradientsBecomeFinal) {
   // 25 MiB: everything in one bucket.
   GradientReducer large({&one.stage}, 25 << 20, sum.fn());
   EXPECT_EQ(large.num_buckets(), 1);
-  EXPECT_CONFIG_ERROR(GradientReducer({&one.stage}, 0, sum.fn()), "--bucket-mb");
+  EXPECT_CONFIG_ERROR(GradientReducer({&one.stage}, 0, sum.fn()), "bucket_mb takes MiB");
 }
 
 TEST(GradientReducer, AnArmedBackwardHandsEveryBucketOverBeforeTheStageIsDone) {

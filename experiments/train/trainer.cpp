@@ -22,9 +22,7 @@ namespace gpipe::train {
 void check_fits_host(const models::ModelBuilder& builder, const TrainOptions& o) {
   const bool cpu = o.devices.empty() || o.devices.rfind("cpu", 0) == 0 ||
                    std::all_of(o.devices.begin(), o.devices.end(), ::isdigit);  // cores to plan
-  if (!cpu || !builder.counts_analytically()) return;
-  const int64_t parameters = builder.count_parameters();
-  const double bytes = 8.0 * static_cast<double>(parameters);  // fp32 weights and gradients
+  if (!cpu) return;
   double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
                   static_cast<double>(::sysconf(_SC_PAGE_SIZE));
   std::string limit;
@@ -34,14 +32,30 @@ void check_fits_host(const models::ModelBuilder& builder, const TrainOptions& o)
     memory = static_cast<double>(address_space.rlim_cur);
     limit = " (its address-space limit, ulimit -v)";
   }
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-  char need[32], have[32];
-  std::snprintf(need, sizeof need, "%.1f GiB", bytes / kGiB);
-  std::snprintf(have, sizeof have, "%.1f GiB", memory / kGiB);
-  GPIPE_CHECK(memory <= 0 || bytes <= memory, ConfigError, "--model ", o.model.name(), " with ",
-              builder.num_layers(), " layers has ", parameters, " parameters: ", need,
-              " for their weights and gradients alone, and this machine has ", have, limit,
-              "; choose fewer or smaller layers");
+  if (memory <= 0) return;
+  auto gib = [](double bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+    return std::string(text);
+  };
+  if (builder.counts_analytically()) {
+    const int64_t parameters = builder.count_parameters();
+    const double bytes = 8.0 * static_cast<double>(parameters);  // fp32 weights and gradients
+    GPIPE_CHECK(bytes <= memory, ConfigError, "--model ", o.model.name(), " with ",
+                builder.num_layers(), " layers has ", parameters, " parameters: ", gib(bytes),
+                " for their weights and gradients alone, and this machine has ", gib(memory), limit,
+                "; choose fewer or smaller layers");
+  }
+  // One mini-batch of inputs, at 4 bytes an element at least, in double: the product of the
+  // bounded sizes may pass int64.
+  const auto shape = builder.sample_shape();
+  double bytes = 4.0 * static_cast<double>(o.batch_size);
+  for (const int64_t size : shape)
+    bytes *= static_cast<double>(size);
+  GPIPE_CHECK(bytes <= memory, ConfigError, "a mini-batch of --batch-size ", o.batch_size,
+              " inputs of ", c10::Join("x", shape), " for --model ", o.model.name(), " needs ",
+              gib(bytes), " or more, and this machine has ", gib(memory), limit,
+              "; choose a smaller batch or smaller inputs");
 }
 
 Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {

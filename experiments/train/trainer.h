@@ -64,10 +64,10 @@ class TrainingStopped : public Error {
   using Error::Error;
 };
 
-// A model on CPU devices whose parameters and their gradients alone outgrow this machine's
-// memory (or its address-space limit) is refused before anything is built: it would otherwise
-// grow until the kernel kills it. Only models that count their parameters without building
-// (counts_analytically) are checked. gpipe_train and gpipe_plan call it before any work.
+// A model on CPU devices whose parameters and their gradients alone, or whose one mini-batch of
+// inputs, outgrow this machine's memory (or its address-space limit) is refused before anything
+// is built or allocated: it would otherwise grow until the kernel kills it, or end in an
+// allocator's error. gpipe_train and gpipe_plan call it before any work.
 void check_fits_host(const models::ModelBuilder& builder, const TrainOptions& options);
 
 class Trainer {

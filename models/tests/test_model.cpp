@@ -96,6 +96,7 @@ TEST_P(EveryModel, SampleBatchFitsTheModelAndItsLoss) {
   EXPECT_TRUE(torch::equal(batch.target, again.target));
   EXPECT_FALSE(torch::equal(batch.input, other.input));
   EXPECT_EQ(batch.input.size(0), 3);
+  EXPECT_EQ(batch.input.sizes().slice(1).vec(), builder->sample_shape());
   EXPECT_EQ(batch.target.size(0), 3);
   EXPECT_EQ(batch.target.scalar_type(), torch::kLong);
   const auto output = testing::run_layers(builder->build(), {batch.input});

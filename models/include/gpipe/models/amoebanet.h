@@ -87,6 +87,9 @@ class AmoebaNetBuilder : public ModelBuilder {
   std::string layer_name(int64_t i) const override;
   // Images (N, channels, image_size, image_size) from N(0, 1) and labels in [0, classes).
   SampleBatch sample_batch(int64_t batch_size, uint64_t seed) const override;
+  std::vector<int64_t> sample_shape() const override {
+    return {options_.channels(), options_.image_size(), options_.image_size()};
+  }
   // Exact, without building at D: each channel count of a layer is a multiple of D/16 plus a
   // constant (the stem's), so the layer's parameters are a quadratic in D, which three builds at
   // D = 16, 32 and 48 fix. Tests check it against layers built at larger D.

@@ -40,6 +40,7 @@ class MlpBuilder : public ModelBuilder {
   std::string layer_name(int64_t i) const override;
   // Features (N, in_features) from N(0, 1) and labels in [0, classes).
   SampleBatch sample_batch(int64_t batch_size, uint64_t seed) const override;
+  std::vector<int64_t> sample_shape() const override { return {options_.in_features()}; }
   // Linear weights and biases (and BatchNorm's scale and shift), by formula; tested against
   // built layers.
   int64_t count_layer_parameters(int64_t i) const override;

@@ -61,6 +61,9 @@ class ModelBuilder {
   // A synthetic batch of `batch_size` samples for this model, drawn from a generator seeded with
   // `seed` (never from the default generator).
   virtual SampleBatch sample_batch(int64_t batch_size, uint64_t seed) const = 0;
+  // One sample's input shape, without the batch dimension and without allocating anything:
+  // sample_batch's input is `batch_size` of these. What a run can hold is checked from it.
+  virtual std::vector<int64_t> sample_shape() const = 0;
   // The loss that fits the last layer's output and sample_batch's target. Every model here ends
   // in logits, (N, classes) or (N, T, vocab), so this is cross-entropy unless overridden.
   virtual LossFn loss() const { return cross_entropy_loss(); }

@@ -39,6 +39,7 @@ class SleepBuilder : public ModelBuilder {
   std::string layer_name(int64_t i) const override;
   // Features (N, features) from N(0, 1) and labels in [0, features).
   SampleBatch sample_batch(int64_t batch_size, uint64_t seed) const override;
+  std::vector<int64_t> sample_shape() const override { return {options_.features()}; }
   const SleepOptions& options() const { return options_; }
 
  protected:

@@ -50,6 +50,7 @@ class TransformerBuilder : public ModelBuilder {
   bool counts_analytically() const override { return true; }
   // Tokens (N, seq_len) uniform in [0, vocab) and their next tokens (N, seq_len).
   SampleBatch sample_batch(int64_t batch_size, uint64_t seed) const override;
+  std::vector<int64_t> sample_shape() const override { return {options_.seq_len()}; }
 
   const TransformerOptions& options() const { return options_; }
 
