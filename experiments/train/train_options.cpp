@@ -87,12 +87,7 @@ void check_devices(const std::string& text) {
                 " is not a number of cores in [1, ", kMaxStages, "]");
     return;
   }
-  const auto list = cli::parse_strings(text);
-  GPIPE_CHECK(!list.empty() && text.find(",,") == std::string::npos && text.front() != ',' &&
-                  text.back() != ',',
-              ConfigError, "an empty item in '", text,
-              "' (write the devices separated by single commas)");
-  for (const auto& device : list)
+  for (const auto& device : cli::parse_names(text, ""))
     DeviceSpec::parse(device);
 }
 
@@ -253,8 +248,7 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
       ->check(CLI::NonNegativeNumber);
   opt(out, "--progress", o.progress, "auto (a bar on a terminal) | bar | log | off")
       ->check(CLI::IsMember({"auto", "bar", "log", "off"}));
-  opt(out, "--log-level", o.log_level, "debug | info | warn | error")
-      ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
+  cli::add_log_level_flag(app, o.log_level)->group(out);
 }
 
 void check_train_options(const TrainOptions& o) {
