@@ -80,6 +80,10 @@ case "$case_name" in
       # Even trials hold each save open 200 ms after its shards are written (fault slow-save).
       fault=""
       (( trial % 2 == 0 )) && fault=slow-save
+      # The last trial's log goes first: the child opens trial.log only once it runs, and a
+      # poll that reads the old log's "saved" would kill the new run before it resumes (CI,
+      # d56ccaf: trial 15 of 30, under the load of the hostile-inputs test).
+      rm -f trial.log
       # Started directly (a function would fork a subshell) so that $! is the trainer itself.
       GPIPE_FAULT_INJECT=$fault "$bin/gpipe_train" "${mlp[@]}" --steps 100000 --save-every 1 \
         --snapshot-dir ck --resume >/dev/null 2>trial.log &
@@ -91,7 +95,7 @@ case "$case_name" in
       # compute, writing and this script's own polling share the machine's time (under ASan,
       # beside another test, a save can be over before a 10 ms window opens: 7 of 30 once).
       for _ in $(seq 1 3600); do
-        grep -q "saved" trial.log && break
+        grep -qs "saved" trial.log && break
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.05
       done
@@ -110,7 +114,7 @@ case "$case_name" in
       status=$?
       [[ $status -eq 137 ]] || fail "trial $trial: the run ended by itself ($status): $(tail -2 trial.log)"
       grep -qF "resumed from ck/$latest " trial.log ||
-        fail "trial $trial did not resume from $latest: $(grep -m3 "resumed\|warn\|error" trial.log)"
+        fail "trial $trial did not resume from $latest: $(grep -m3 "resumed\|warn\|error" trial.log || tail -2 trial.log)"
       ls -a ck | grep -q '^\.step-.*\.tmp$' && mid_save=$((mid_save + 1))
       latest=$(cat ck/latest)
     done
