@@ -191,9 +191,10 @@ int main(int argc, char** argv) {
     }
     const auto schedule = make_schedule(kind, K, chunks, v);
     const auto result = simulate(schedule, costs, checkpoint);
-    std::vector<double> device_cost(K, 0.0);
+    std::vector<double> stage_cost;
     for (int64_t s = 0; s < S; ++s)
-      device_cost[schedule.device_of(s)] += costs.forward[s] + costs.backward[s];
+      stage_cost.push_back(costs.forward[s] + costs.backward[s]);
+    const auto device_cost = sum_per_device(kind, K, stage_cost);
     const double max_stage = *std::max_element(device_cost.begin(), device_cost.end());
     auto json = to_json(result);
     json["time_unit"] = "ms";

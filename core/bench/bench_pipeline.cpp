@@ -93,10 +93,7 @@ void run_pipeline(benchmark::State& state, gpipe::ScheduleKind kind, int64_t K, 
     // Two layers per virtual stage, the classifier with the last: every device gets 4 wide ones.
     std::vector<int64_t> stages(K * v, 2);
     stages.back() += static_cast<int64_t>(layers.size()) - 2 * K * v;
-    std::vector<int64_t> balance(K, 0);
-    for (int64_t s = 0; s < K * v; ++s)
-      balance[gpipe::stage_device(kind, K, v, s)] += stages[s];
-    options.balance(balance).stage_balance(stages);
+    options.balance(gpipe::sum_per_device(kind, K, stages)).stage_balance(stages);
   }
   gpipe::Pipeline pipe(layers, options);
   pipe.set_optimizer([](std::vector<torch::Tensor> params) {

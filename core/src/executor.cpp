@@ -18,7 +18,7 @@ class Slots {
   }
   Activations take(Slot slot, int64_t stage, int64_t m, const Action& consumer) {
     auto it = slots_.find({slot, stage, m});
-    GPIPE_CHECK(it != slots_.end(), ConfigError, to_string(consumer), " of stage ", stage,
+    GPIPE_CHECK(it != slots_.end(), InternalError, to_string(consumer), " of stage ", stage,
                 " finds nothing to consume: the lowered schedule is inconsistent");
     auto out = std::move(it->second);
     slots_.erase(it);
@@ -28,17 +28,6 @@ class Slots {
  private:
   std::map<std::tuple<Slot, int64_t, int64_t>, Activations> slots_;
 };
-
-// Index in `actions` of each stage's last gradient action (B, or W when backward splits): after
-// it the stage's gradients are final.
-std::map<int64_t, size_t> last_gradient_actions(const std::vector<Action>& actions) {
-  std::map<int64_t, size_t> last;
-  for (size_t i = 0; i < actions.size(); ++i) {
-    const auto kind = actions[i].kind;
-    if (kind == ActionKind::kBackward || kind == ActionKind::kWeight) last[actions[i].stage] = i;
-  }
-  return last;
-}
 
 }  // namespace
 
@@ -57,14 +46,9 @@ void run_device_actions(int64_t device, const Schedule& schedule, const std::vec
   }
   transport.begin_step(device, schedule, data.step);
   Slots slots;
-  const auto& actions = schedule.actions.at(device);
-  std::map<int64_t, size_t> last_gradient;
-  if (data.reducer != nullptr) last_gradient = last_gradient_actions(actions);
-  for (size_t i = 0; i < actions.size(); ++i) {
-    const Action& a = actions[i];
+  for (const Action& a : schedule.actions.at(device)) {
     const int64_t s = a.stage, m = a.microbatch;
-    const auto final_action = last_gradient.find(s);
-    const bool finalises = final_action != last_gradient.end() && final_action->second == i;
+    const bool finalises = a.final_gradient && data.reducer != nullptr;
     // An unsplit B accumulates each gradient through autograd: the hooks report them one by one.
     if (finalises && !split) data.reducer->arm(s);
     Stage& stage = *stages.at(s);

@@ -25,6 +25,9 @@ void check_structure(const Schedule& schedule) {
               " devices lists actions for ", schedule.actions.size());
   const bool split = schedule.splits_backward();
   std::vector<std::vector<Progress>> done(S, std::vector<Progress>(M));
+  // Per stage: B/W actions marked final_gradient, and whether the last B/W was one of them.
+  std::vector<int> finals(S, 0);
+  std::vector<bool> last_is_final(S, false);
   for (int64_t d = 0; d < K; ++d) {
     for (const auto& a : schedule.actions[d]) {
       const auto what = [&] { return c10::str("device ", d, " action ", to_string(a)); };
@@ -79,9 +82,19 @@ void check_structure(const Schedule& schedule) {
       }
       GPIPE_CHECK(schedule.lowered || a.peer < 0, ConfigError, what(),
                   " is a message in a schedule that is not lowered");
+      const bool gradient = a.kind == ActionKind::kBackward || a.kind == ActionKind::kWeight;
+      GPIPE_CHECK(!a.final_gradient || (schedule.lowered && gradient), ConfigError, what(),
+                  " is marked final_gradient but is not a B or W of a lowered schedule");
+      if (gradient) {
+        finals[a.stage] += a.final_gradient ? 1 : 0;
+        last_is_final[a.stage] = a.final_gradient;
+      }
     }
   }
   for (int64_t s = 0; s < S; ++s) {
+    GPIPE_CHECK(!schedule.lowered || schedule.forward_only || (finals[s] == 1 && last_is_final[s]),
+                ConfigError, "stage ", s, " marks ", finals[s],
+                " B/W actions final_gradient; a lowered training schedule marks its last one only");
     for (int64_t m = 0; m < M; ++m) {
       const auto& p = done[s][m];
       const auto where = [&] { return c10::str("stage ", s, " micro-batch ", m); };
@@ -146,6 +159,16 @@ void check_deadlock(const Schedule& schedule) {
   }
 }
 
+// Marks, in one device's list, each stage's last B or W: after it the stage's gradients are final.
+void mark_final_gradients(std::vector<Action>& list) {
+  std::map<int64_t, Action*> last;
+  for (auto& a : list) {
+    if (a.kind == ActionKind::kBackward || a.kind == ActionKind::kWeight) last[a.stage] = &a;
+  }
+  for (auto& [stage, action] : last)
+    action->final_gradient = true;
+}
+
 }  // namespace
 
 bool is_checkpointed(Checkpoint mode, int64_t microbatch, int64_t microbatches) {
@@ -180,6 +203,7 @@ Schedule lower(const Schedule& compute, Checkpoint checkpoint) {
         lowered.push_back(a);
       }
     }
+    if (!compute.forward_only) mark_final_gradients(lowered);
     list = std::move(lowered);
   }
   validate_schedule(out);

@@ -74,7 +74,6 @@ PipelineLayout make_layout(const PipelineOptions& options, int64_t num_layers) {
   GPIPE_CHECK(explicit_stages.empty() || static_cast<int64_t>(explicit_stages.size()) == K * v,
               ConfigError, "stage balance ", c10::Join(",", explicit_stages), " has ",
               explicit_stages.size(), " entries but K=", K, " devices x v=", v, " need ", K * v);
-  std::vector<int64_t> per_device(K, 0);
   int64_t offset = 0;
   for (int64_t s = 0; s < K * v; ++s) {
     const int64_t d = stage_device(kind, K, v, s);
@@ -90,12 +89,12 @@ PipelineLayout make_layout(const PipelineOptions& options, int64_t num_layers) {
       GPIPE_CHECK(size >= 1, ConfigError, "stage balance ", c10::Join(",", explicit_stages),
                   " gives virtual stage ", s, " no layer");
     }
-    per_device[d] += size;
     layout.stage_balance.push_back(size);
     layout.stage_offset.push_back(offset);
     layout.stage_device.push_back(d);
     offset += size;
   }
+  const auto per_device = sum_per_device(kind, K, layout.stage_balance);
   GPIPE_CHECK(per_device == balance, ConfigError, "stage balance ", c10::Join(",", explicit_stages),
               " puts ", c10::Join(",", per_device), " layers on the devices but the balance is ",
               c10::Join(",", balance));

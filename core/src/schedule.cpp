@@ -130,6 +130,32 @@ int64_t stage_device(ScheduleKind kind, int64_t devices, int64_t virtual_stages,
   return stage % devices;
 }
 
+namespace {
+
+template <typename T>
+std::vector<T> fold_onto_devices(ScheduleKind kind, int64_t devices, const std::vector<T>& stages) {
+  const auto S = static_cast<int64_t>(stages.size());
+  GPIPE_CHECK(devices >= 1 && S % devices == 0, ConfigError, S,
+              " virtual stages cannot be placed on K=", devices,
+              " devices: give K x v stages, v per device");
+  std::vector<T> out(devices, T{0});
+  for (int64_t s = 0; s < S; ++s)
+    out[stage_device(kind, devices, S / devices, s)] += stages[s];
+  return out;
+}
+
+}  // namespace
+
+std::vector<int64_t> sum_per_device(ScheduleKind kind, int64_t devices,
+                                    const std::vector<int64_t>& per_stage) {
+  return fold_onto_devices(kind, devices, per_stage);
+}
+
+std::vector<double> sum_per_device(ScheduleKind kind, int64_t devices,
+                                   const std::vector<double>& per_stage) {
+  return fold_onto_devices(kind, devices, per_stage);
+}
+
 Schedule make_schedule(ScheduleKind kind, int64_t K, int64_t M, int64_t v) {
   check_shape(kind, K, M, v);
   GPIPE_CHECK(kind != ScheduleKind::kZBV || K >= 2, ConfigError,

@@ -141,7 +141,10 @@ Activations Stage::backward(int64_t m, const Activations& grad_output, bool defe
   auto& p = pending(m);
   GPIPE_CHECK(p.active && p.input.size() + p.output.size() > 0, ConfigError, "stage ", index_,
               " ran B", m, " before F", m, " or twice");
-  if (p.checkpointed) recompute(m);
+  // lower() places an R before the B of every checkpointed F; replaying here would hide a
+  // schedule that forgot it (and run the recompute where no simulator or drawing shows it).
+  GPIPE_CHECK(!p.checkpointed, InternalError, "stage ", index_, " ran B", m, " of a checkpointed F",
+              m, " without its R: the lowered schedule lacks R", m);
   std::vector<torch::Tensor> roots, grads;
   if (is_last() && p.loss.defined()) {
     if (p.loss.requires_grad()) roots.push_back(p.loss);

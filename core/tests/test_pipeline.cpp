@@ -112,6 +112,20 @@ TEST(KInvariance, DropoutActuallyChangesTheLoss) {
   EXPECT_GT(std::abs(pipe.forward_backward({x}, y) - with[0]), 1e-4);
 }
 
+TEST(Stage, BackwardWithoutItsRecomputeIsAnInternalError) {
+  // lower() places the R of every checkpointed F; a B that finds none must not replay silently.
+  Stage stage(0, 1, seeded_mlp(models::MlpOptions(6, 8, 2, 4)), 0, DeviceSpec::parse("cpu:0"));
+  const LossFn loss = cross_entropy_loss();
+  stage.begin_step(0, 1, 0);
+  stage.forward(0, {torch::randn({5, 6})}, /*checkpoint=*/true, torch::randint(0, 4, {5}), 1.0,
+                &loss);
+  expect_error<InternalError>([&] { stage.backward(0, {}); },
+                              {"ran B0 of a checkpointed F0 without its R", "lacks R0"});
+  // With its R the same B runs.
+  stage.recompute(0);
+  EXPECT_NO_THROW(stage.backward(0, {}));
+}
+
 TEST(Pipeline, ForwardMatchesPlainEvaluation) {
   const auto options = models::MlpOptions(6, 16, 3, 4).dropout(0.5).batch_norm(true);
   auto plain = seeded_mlp(options);

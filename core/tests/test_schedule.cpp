@@ -2,6 +2,7 @@
 // lowering's messages and recomputes, the deadlock check, and the in-flight bounds.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "test_util.h"
@@ -143,6 +144,63 @@ TEST(Validate, RejectsMissingAndMisorderedActions) {
   auto wrong_device = make_schedule(ScheduleKind::kGPipe, 2, 2);
   wrong_device.actions[0][0].stage = 1;
   EXPECT_CONFIG_ERROR(validate_schedule(wrong_device), "placed on device 1");
+}
+
+TEST(Lowering, MarksEachStagesLastGradientActionFinal) {
+  for (auto kind : {ScheduleKind::kGPipe, ScheduleKind::k1F1B, ScheduleKind::kInterleaved1F1B,
+                    ScheduleKind::kZBH1, ScheduleKind::kZBV}) {
+    const auto s =
+        lower(make_schedule(kind, 2, 4, default_virtual_stages(kind)), Checkpoint::kExceptLast);
+    const bool split = s.splits_backward();
+    std::vector<int> marks(s.num_stages(), 0);
+    for (const auto& list : s.actions) {
+      // Scanning backwards, each stage's first B (or W, when split) met is its last one.
+      std::vector<bool> seen(s.num_stages(), false);
+      for (auto it = list.rbegin(); it != list.rend(); ++it) {
+        const bool gradient = it->kind == (split ? ActionKind::kWeight : ActionKind::kBackward);
+        EXPECT_EQ(it->final_gradient, gradient && !seen[it->stage])
+            << to_string(kind) << " " << to_string(*it);
+        if (gradient) seen[it->stage] = true;
+        marks[it->stage] += it->final_gradient ? 1 : 0;
+      }
+    }
+    EXPECT_EQ(marks, std::vector<int>(s.num_stages(), 1)) << to_string(kind);
+  }
+  const auto eval = lower(make_forward_schedule(ScheduleKind::kGPipe, 2, 2), Checkpoint::kNever);
+  for (const auto& list : eval.actions) {
+    for (const auto& a : list)
+      EXPECT_FALSE(a.final_gradient) << to_string(a);
+  }
+}
+
+TEST(Validate, RejectsAFinalGradientMarkThatIsNotTheLast) {
+  auto moved = lower(make_schedule(ScheduleKind::k1F1B, 2, 3), Checkpoint::kNever);
+  auto& list = moved.actions[1];
+  auto first_b = std::find_if(list.begin(), list.end(),
+                              [](const Action& a) { return a.kind == ActionKind::kBackward; });
+  for (auto& a : list)
+    a.final_gradient = false;
+  first_b->final_gradient = true;
+  EXPECT_CONFIG_ERROR(validate_schedule(moved), "stage 1 marks 1 B/W actions final_gradient");
+  auto none = lower(make_schedule(ScheduleKind::kGPipe, 2, 2), Checkpoint::kNever);
+  for (auto& a : none.actions[0])
+    a.final_gradient = false;
+  EXPECT_CONFIG_ERROR(validate_schedule(none), "stage 0 marks 0 B/W actions final_gradient");
+  auto forward = lower(make_schedule(ScheduleKind::kGPipe, 2, 2), Checkpoint::kNever);
+  forward.actions[0][0].final_gradient = true;
+  EXPECT_CONFIG_ERROR(validate_schedule(forward), "is marked final_gradient but is not a B or W");
+}
+
+TEST(Schedule, SumPerDeviceFoldsStagesAsEachKindPlacesThem) {
+  const std::vector<int64_t> stages = {1, 2, 3, 4};
+  // Round robin: device 0 holds stages 0 and 2; the V: device 0 holds stages 0 and 3.
+  EXPECT_EQ(sum_per_device(ScheduleKind::kInterleaved1F1B, 2, stages),
+            (std::vector<int64_t>{4, 6}));
+  EXPECT_EQ(sum_per_device(ScheduleKind::kZBV, 2, stages), (std::vector<int64_t>{5, 5}));
+  EXPECT_EQ(sum_per_device(ScheduleKind::kGPipe, 4, stages), stages);
+  EXPECT_EQ(sum_per_device(ScheduleKind::kZBV, 2, std::vector<double>{0.5, 1, 1, 0.25}),
+            (std::vector<double>{0.75, 2}));
+  EXPECT_CONFIG_ERROR(sum_per_device(ScheduleKind::kGPipe, 3, stages), "4 virtual stages");
 }
 
 TEST(Validate, FindsADeadlock) {

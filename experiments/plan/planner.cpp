@@ -47,14 +47,6 @@ std::vector<double> backward_extra(const tables::LayerCosts& costs,
   return out;
 }
 
-// Per device: the sum of a per-stage quantity over the device's virtual stages.
-std::vector<double> per_device(const std::vector<double>& stages, const Schedule& schedule) {
-  std::vector<double> out(schedule.devices, 0.0);
-  for (int64_t s = 0; s < schedule.num_stages(); ++s)
-    out[schedule.device_of(s)] += stages[s];
-  return out;
-}
-
 // Candidate stage balances: exact min-max partitions by time, by memory and by blends.
 std::vector<std::vector<int64_t>> candidate_balances(const tables::LayerCosts& costs,
                                                      int64_t stages, int64_t state_slots,
@@ -156,7 +148,7 @@ std::vector<double> predict_peak_bytes(const tables::LayerCosts& costs, const Sc
     end += stage_balance[s];
     input[s + 1] = costs.output_bytes.at(end - 1);
   }
-  auto peaks = per_device(params, schedule);
+  auto peaks = sum_per_device(schedule.kind, schedule.devices, params);
   for (auto& p : peaks)
     p *= static_cast<double>(2 + state_slots);
 
@@ -225,9 +217,7 @@ Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape,
   Plan plan;
   plan.shape = shape;
   plan.stage_balance = stage_balance;
-  plan.balance.assign(shape.K, 0);
-  for (int64_t s = 0; s < schedule.num_stages(); ++s)
-    plan.balance[schedule.device_of(s)] += stage_balance[s];
+  plan.balance = sum_per_device(shape.schedule, shape.K, stage_balance);
 
   auto sim_costs = tables::stage_costs_ms(costs, stage_balance, link_preset(request.link));
   for (auto* stages : {&sim_costs.forward, &sim_costs.backward, &sim_costs.recompute,
@@ -236,8 +226,10 @@ Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape,
       c *= slowdown;
   }
   const auto result = simulate(schedule, sim_costs, shape.checkpoint);
-  const auto updates = per_device(per_stage(costs.update_ms, stage_balance), schedule);
-  const auto params = per_device(per_stage(costs.parameter_bytes, stage_balance), schedule);
+  const auto updates =
+      sum_per_device(schedule.kind, schedule.devices, per_stage(costs.update_ms, stage_balance));
+  const auto params = sum_per_device(schedule.kind, schedule.devices,
+                                     per_stage(costs.parameter_bytes, stage_balance));
   plan.pipeline_ms = result.step_time;
   plan.bubble_fraction = result.bubble_fraction;
   plan.update_ms = *std::max_element(updates.begin(), updates.end()) * slowdown;

@@ -51,9 +51,7 @@ void Trainer::resolve_balance() {
                 "--stage-balance has ", S, " entries; it needs K x v = ",
                 (o.partitions > 0 ? std::to_string(o.partitions * v)
                                   : "a multiple of v=" + std::to_string(v)));
-    balance_.assign(S / v, 0);
-    for (int64_t s = 0; s < S; ++s)
-      balance_[stage_device(kind, S / v, v, s)] += stages[s];
+    balance_ = sum_per_device(kind, S / v, stages);
     if (v > 1) stage_balance_ = stages;
     return;
   }
@@ -91,9 +89,7 @@ void Trainer::resolve_balance() {
     const auto sample = builder_->sample_batch((o.batch_size + o.chunks - 1) / o.chunks, o.seed);
     stages = auto_balance(layers_, S, by, {sample.input});
   }
-  balance_.assign(K, 0);
-  for (int64_t s = 0; s < S; ++s)
-    balance_[stage_device(kind, K, v, s)] += stages[s];
+  balance_ = sum_per_device(kind, K, stages);
   if (v > 1) stage_balance_ = stages;
 }
 

@@ -61,6 +61,14 @@ class AbortedError : public Error {
   using Error::Error;
 };
 
+// A broken invariant of the engine itself, not a user's mistake: a stage asked to do what the
+// lowered schedule should have arranged first (a B whose R is missing, a message nobody sent).
+// Seeing one means a bug in a schedule generator or in lowering; the message names the action.
+class InternalError : public Error {
+ public:
+  using Error::Error;
+};
+
 // `text` as one printable line: line breaks and tabs become spaces, other control bytes and
 // bytes that are not valid UTF-8 (a garbage file's contents quoted in a message) become \xNN.
 inline std::string printable(const std::string& text) {

@@ -15,16 +15,18 @@ namespace gpipe {
 // Whether micro-batch m of M keeps only its input in forward under `mode`.
 bool is_checkpointed(Checkpoint mode, int64_t microbatch, int64_t microbatches);
 
-// Adds R (training schedules, checkpointed micro-batches), SEND and RECV, and validates the
-// result. A SEND to a virtual stage on the same device stays in the list: the transport delivers
-// it locally. Throws ConfigError when `compute` is invalid or already lowered.
+// Adds R (training schedules, checkpointed micro-batches), SEND and RECV, marks each stage's
+// last B or W as its final_gradient, and validates the result. A SEND to a virtual stage on the
+// same device stays in the list: the transport delivers it locally. Throws ConfigError when
+// `compute` is invalid or already lowered.
 Schedule lower(const Schedule& compute, Checkpoint checkpoint);
 
 // Throws ConfigError, naming the device and action, unless: every action's stage is on the device
 // that lists it; every (stage, micro-batch) runs F once and (training) B once after it, W at most
 // once after B (for all or none), R exactly once between F and B when F is checkpointed; in a
 // lowered list every F and B has its RECV before it and its SEND after it, each SEND matching
-// one RECV at the peer; and the devices can run their lists to the end without deadlock (a
+// one RECV at the peer, and each stage of a training schedule marks exactly its last B or W as
+// final_gradient; and the devices can run their lists to the end without deadlock (a
 // RECV waits for its SEND; sends never block).
 void validate_schedule(const Schedule& schedule);
 

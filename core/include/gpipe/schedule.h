@@ -76,10 +76,14 @@ struct Action {
   int64_t microbatch = 0;
   int64_t peer = -1;        // SEND/RECV: the virtual stage at the other end
   bool checkpoint = false;  // F: keep only the input; an R replays it before the B
+  // B or W (set by lowering): the stage's last gradient action of the step, after which its
+  // gradients are final and the gradient reducer may send them.
+  bool final_gradient = false;
 
   bool operator==(const Action& other) const {
     return kind == other.kind && stage == other.stage && microbatch == other.microbatch &&
-           peer == other.peer && checkpoint == other.checkpoint;
+           peer == other.peer && checkpoint == other.checkpoint &&
+           final_gradient == other.final_gradient;
   }
 };
 
@@ -120,6 +124,15 @@ int64_t default_virtual_stages(ScheduleKind kind);
 void check_virtual_stages(ScheduleKind kind, int64_t virtual_stages);
 // Device of virtual stage `stage`: round robin (stage % K), or the V of zbv.
 int64_t stage_device(ScheduleKind kind, int64_t devices, int64_t virtual_stages, int64_t stage);
+
+// Per device: the sum of a per-virtual-stage quantity (layers, milliseconds, bytes) over the
+// device's virtual stages, placed as `kind` places K x v stages (v = per_stage.size() / K). The
+// one fold of stages onto devices. Throws ConfigError naming the sizes when per_stage.size() is
+// not a multiple of K.
+std::vector<int64_t> sum_per_device(ScheduleKind kind, int64_t devices,
+                                    const std::vector<int64_t>& per_stage);
+std::vector<double> sum_per_device(ScheduleKind kind, int64_t devices,
+                                   const std::vector<double>& per_stage);
 
 // Activations each device holds at once, in micro-batches of all its layers: a forward of a
 // virtual stage adds 1/v, the action that frees it (W when the backward is split, else B)

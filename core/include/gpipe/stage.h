@@ -47,9 +47,10 @@ class Stage {
   // R(m): replays a checkpointed forward with grad on.
   void recompute(int64_t m);
   // B(m): backward from the received output gradients (ignored on the last stage, which starts
-  // from its loss). Returns the gradients of the stage's inputs. With `defer_weights` the layers
-  // that can split queue their weight gradients for backward_weight(m) and the micro-batch stays
-  // held until then; otherwise it is freed.
+  // from its loss). Returns the gradients of the stage's inputs. A checkpointed F(m) needs its
+  // R(m) first: without it B throws InternalError (lower() places every R). With `defer_weights`
+  // the layers that can split queue their weight gradients for backward_weight(m) and the
+  // micro-batch stays held until then; otherwise it is freed.
   Activations backward(int64_t m, const Activations& grad_output, bool defer_weights = false);
   // W(m): the weight gradients a split B(m) deferred; frees the micro-batch.
   void backward_weight(int64_t m);
