@@ -169,8 +169,8 @@ json transfer_rows(const std::string& preset, const std::vector<std::string>& ov
     return json{{"config", config},
                 {"dataset", pretrain_options.dataset + " classes " + classes},
                 {"model", pretrain_options.model.name()},
-                {"K", pretrain_options.partitions},
-                {"M", pretrain_options.chunks},
+                {"K", pretrain_options.shape.K},
+                {"M", pretrain_options.shape.M},
                 {"runs", summaries.size()},
                 {"steps", summaries.front()["steps"]},
                 {"test_top1", mean_of(top1)},
@@ -209,12 +209,8 @@ std::string percent(const json& value, const char* missing = "-") {
   return out.str();
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{
-      "accuracy_table: GPipe's Table 4 beside ours; naive-1 against pipeline-K on one preset, "
-      "and fine-tuning against training from scratch on held-out classes"};
+// What the command line asks for.
+struct TableOptions {
   std::string preset = "fashion-mnist-cpu";
   std::string configs = "naive-1,pipeline-2,pipeline-4";
   std::string out = "results";
@@ -225,13 +221,15 @@ int main(int argc, char** argv) {
   bool reuse = false;
   double tolerance = 0.5;
   TransferOptions transfer;
+};
+
+// Declares the flags of the partitioning runs and of the table.
+void add_table_flags(CLI::App& app, TableOptions& o) {
   namespace cli = gpipe::cli;
-  const auto classes =
-      cli::parsed_by([](const std::string& text) { gpipe::datasets::parse_class_list(text); });
-  app.add_option("--preset", preset, "trainer preset (experiments/presets/NAME.toml)")
+  app.add_option("--preset", o.preset, "trainer preset (experiments/presets/NAME.toml)")
       ->capture_default_str()
       ->check(cli::parsed_by([](const std::string& name) { options_for(name, {}); }));
-  app.add_option("--configs", configs,
+  app.add_option("--configs", o.configs,
                  "naive-1 and pipeline-K runs, comma-separated (may be empty)")
       ->capture_default_str()
       ->check(cli::parsed_by([](const std::string& text) {
@@ -240,25 +238,32 @@ int main(int argc, char** argv) {
           for (const auto& config : cli::parse_names(text, ""))
             partition_args(config, &k);
       }));
-  app.add_option("--epochs", epochs,
+  app.add_option("--epochs", o.epochs,
                  "override the preset's epochs (0: keep); not the fine-tuning and scratch runs")
       ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
-  app.add_option("--steps", steps, "cap every run at this many steps (0: no cap)")
+  app.add_option("--steps", o.steps, "cap every run at this many steps (0: no cap)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 32));
-  app.add_option("--eval-batches", eval_batches,
+  app.add_option("--eval-batches", o.eval_batches,
                  "evaluate on the first N test batches (0: the whole test split)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
-  app.add_option("--batch-size", batch_size,
+  app.add_option("--batch-size", o.batch_size,
                  "override the preset's training and evaluation batch size (0: keep); for quick "
                  "checks, a multiple of the preset's micro-batch count")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
-  app.add_flag("--reuse", reuse, "read the runs' summaries when they exist instead of training");
-  app.add_option("--out", out, "results folder")
+  app.add_flag("--reuse", o.reuse, "read the runs' summaries when they exist instead of training");
+  app.add_option("--out", o.out, "results folder")
       ->capture_default_str()
       ->check(cli::output_folder());
-  app.add_option("--tolerance", tolerance, "largest accepted top-1 spread, in points")
+  app.add_option("--tolerance", o.tolerance, "largest accepted top-1 spread, in points")
       ->check(cli::finite_range(0, 100))
       ->capture_default_str();
+}
+
+// Declares the flags of the transfer runs, in the "Transfer" group.
+void add_transfer_flags(CLI::App& app, TransferOptions& transfer) {
+  namespace cli = gpipe::cli;
+  const auto classes =
+      cli::parsed_by([](const std::string& text) { gpipe::datasets::parse_class_list(text); });
   const char* group = "Transfer";
   app.add_option("--pretrain-classes", transfer.pretrain_classes, "classes to pretrain on")
       ->capture_default_str()
@@ -281,119 +286,181 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 14))
       ->group(group);
-  return gpipe::cli::run_main(app, argc, argv, [&]() -> int {
-    std::vector<std::string> overrides;
-    if (steps > 0) overrides.insert(overrides.end(), {"--steps", std::to_string(steps)});
-    if (eval_batches > 0)
-      overrides.insert(overrides.end(), {"--eval-batches", std::to_string(eval_batches)});
-    if (batch_size > 0)
-      for (const char* flag : {"--batch-size", "--eval-batch-size"})
-        overrides.insert(overrides.end(), {flag, std::to_string(batch_size)});
-    const auto runs_dir = fs::path(out) / "accuracy_table";
-    fs::create_directories(runs_dir);
-    json rows = json::array();
-    std::string dataset = options_for(preset, {}).dataset;
-    std::vector<double> ours;
-    for (const auto& config : gpipe::cli::parse_strings(configs)) {
-      int64_t k = 1;
-      auto args = partition_args(config, &k);
-      if (epochs > 0) args.insert(args.end(), {"--epochs", std::to_string(epochs)});
-      args.insert(args.end(), overrides.begin(), overrides.end());
-      const auto [options, summary] =
-          train_or_reuse(preset, args, runs_dir / config, reuse, config);
-      const double top1 = 100 * summary["final_test_top1"].get<double>();
-      const double top5 = 100 * summary["final_test_top5"].get<double>();
-      ours.push_back(top1);
-      rows.push_back({{"config", config},
-                      {"dataset", options.dataset},
-                      {"model", options.model.name()},
-                      {"K", k},
-                      {"M", config == "naive-1" ? 1 : options.chunks},
-                      {"test_top1", top1},
-                      {"test_top5", top5},
-                      {"throughput_samples_per_s", summary["throughput_samples_per_s"]},
-                      {"source", "ours"}});
-      spdlog::info("{}: test top-1 {:.2f}%, top-5 {:.2f}%", config, top1, top5);
-    }
-    json transfer_json = json::array();
-    if (transfer.runs > 0) {
-      auto args = overrides;
-      if (epochs > 0) args.insert(args.end(), {"--epochs", std::to_string(epochs)});
-      transfer_json = transfer_rows(preset, args, transfer, runs_dir, reuse);
-      for (const auto& r : transfer_json)
-        rows.push_back(r);
-    }
-    const auto [lo, hi] = std::minmax_element(ours.begin(), ours.end());
-    const double spread = ours.empty() ? 0 : *hi - *lo;
-    for (const auto& p : kPaper) {
-      rows.push_back({{"config", "paper AmoebaNet-B (18, 512)"},
-                      {"dataset", p.dataset},
-                      {"model", "amoebanet-b"},
-                      {"test_top1", p.top1},
-                      {"test_top5", p.top5 < 0 ? json(nullptr) : json(p.top5)},
-                      {"source", "paper"},
-                      {"ours", p.dataset == dataset ? json("run") : json("not run")}});
-    }
-    const json result = {{"rows", rows},
-                         {"top1_spread_points", spread},
-                         {"tolerance_points", tolerance},
-                         {"agree", spread <= tolerance},
-                         {"preset", preset},
-                         {"command", gpipe::cli::command_line(argc, argv)}};
-    gpipe::write_json_file((fs::path(out) / "accuracy_table.json").string(), result);
-    std::ofstream csv(fs::path(out) / "accuracy_table.csv");
-    csv << "config,dataset,runs,test_top1,test_top1_std,test_top5,source\n";
-    for (const auto& r : rows) {
-      csv << r["config"].get<std::string>() << "," << r["dataset"].get<std::string>() << ","
-          << r.value("runs", 1) << "," << percent(r["test_top1"]) << ","
-          << percent(r.value("test_top1_std", json())) << "," << percent(r["test_top5"]) << ","
-          << r["source"].get<std::string>() << "\n";
-    }
-    std::ostringstream md;
-    md << "# Accuracy: pipeline partitioning does not change model quality\n\n"
-       << "Ours: preset `" << preset << "` (" << dataset << "), the same seed for every run. "
-       << "Top-1 spread " << std::fixed << std::setprecision(2) << spread << " points (bound "
-       << tolerance << "): " << (spread <= tolerance ? "they agree" : "THEY DO NOT AGREE")
-       << ".\n\n| config | dataset | runs | test top-1 (%) | test top-5 (%) | source "
-          "|\n|---|---|---|---|---|---|\n";
-    for (const auto& r : rows) {
-      const auto runs = r.value("runs", 1);
-      md << "| " << r["config"].get<std::string>() << " | " << r["dataset"].get<std::string>()
-         << " | " << (r["source"] == "paper" ? "-" : std::to_string(runs)) << " | "
-         << percent(r["test_top1"])
-         << (runs > 1 ? " +- " + percent(r["test_top1_std"]) : std::string()) << " | "
-         << percent(r["test_top5"]) << " | " << r["source"].get<std::string>()
-         << (r.contains("ours") && r["ours"] == "not run" ? " (ours: not run)" : "") << " |\n";
-    }
-    md << "\nThe paper's rows are GPipe Table 4 (AmoebaNet-B (18, 512) trained on ImageNet at "
-          "480x480, then fine-tuned); the datasets marked \"not run\" are not on this machine.\n";
-    if (transfer_json.size() == 3) {
-      const auto& ft = transfer_json[1];
-      const auto& scratch = transfer_json[2];
-      const double gain =
-          ft["test_top1_mean"].get<double>() - scratch["test_top1_mean"].get<double>();
-      const double spread_of_runs =
-          std::max(ft["test_top1_std"].get<double>(), scratch["test_top1_std"].get<double>());
-      md << "\n## Transfer, in the shape of Table 4's protocol\n\n"
-         << "Pretrained on " << dataset << " classes " << transfer.pretrain_classes << " ("
-         << transfer_json[0]["steps"] << " steps), then " << transfer.runs
-         << " fine-tuning runs (seeds 0-" << transfer.runs - 1 << ") on classes "
-         << transfer.finetune_classes << " from that snapshot with a new randomly initialised "
-         << "head, the pretraining hyper-parameters, random flips and " << transfer.cutout << "x"
-         << transfer.cutout << " cutout, " << ft["steps"] << " steps each; against as many runs "
-         << "from scratch with the same steps, seeds and augmentation. Mean +- sample standard "
-         << "deviation. Fine-tuning " << (gain >= 0 ? "gains " : "loses ") << std::fabs(gain)
-         << " points of top-1 over training from scratch"
-         << (std::fabs(gain) < spread_of_runs
-                 ? ", less than the runs' standard deviation: no measurable difference at this "
-                   "budget.\n"
-                 : ", more than the runs' standard deviation.\n");
-    }
-    md << "\nMade by: `" << result["command"].get<std::string>()
-       << "`. The committed results/accuracy_table.* come from results/accuracy_table.sh.\n";
-    std::ofstream(fs::path(out) / "accuracy_table.md") << md.str();
-    std::ofstream(runs_dir / "COMMAND") << result["command"].get<std::string>() << "\n";
-    std::cout << md.str();
-    return spread <= tolerance ? gpipe::cli::kExitOk : gpipe::cli::kExitFailure;
-  });
+}
+
+// The trainer flags every run gets: --steps, --eval-batches and --batch-size when given.
+std::vector<std::string> run_overrides(const TableOptions& o) {
+  std::vector<std::string> overrides;
+  if (o.steps > 0) overrides.insert(overrides.end(), {"--steps", std::to_string(o.steps)});
+  if (o.eval_batches > 0)
+    overrides.insert(overrides.end(), {"--eval-batches", std::to_string(o.eval_batches)});
+  if (o.batch_size > 0)
+    for (const char* flag : {"--batch-size", "--eval-batch-size"})
+      overrides.insert(overrides.end(), {flag, std::to_string(o.batch_size)});
+  return overrides;
+}
+
+// Trains (or reuses) each of --configs and returns their rows; their top-1 goes to `ours`.
+json partition_rows(const TableOptions& o, const std::vector<std::string>& overrides,
+                    const fs::path& runs_dir, std::vector<double>* ours) {
+  json rows = json::array();
+  for (const auto& config : gpipe::cli::parse_strings(o.configs)) {
+    int64_t k = 1;
+    auto args = partition_args(config, &k);
+    if (o.epochs > 0) args.insert(args.end(), {"--epochs", std::to_string(o.epochs)});
+    args.insert(args.end(), overrides.begin(), overrides.end());
+    const auto [options, summary] =
+        train_or_reuse(o.preset, args, runs_dir / config, o.reuse, config);
+    const double top1 = 100 * summary["final_test_top1"].get<double>();
+    const double top5 = 100 * summary["final_test_top5"].get<double>();
+    ours->push_back(top1);
+    rows.push_back({{"config", config},
+                    {"dataset", options.dataset},
+                    {"model", options.model.name()},
+                    {"K", k},
+                    {"M", config == "naive-1" ? 1 : options.shape.M},
+                    {"test_top1", top1},
+                    {"test_top5", top5},
+                    {"throughput_samples_per_s", summary["throughput_samples_per_s"]},
+                    {"source", "ours"}});
+    spdlog::info("{}: test top-1 {:.2f}%, top-5 {:.2f}%", config, top1, top5);
+  }
+  return rows;
+}
+
+// The paper's Table 4 rows, each marked whether we ran its dataset (`dataset`).
+json paper_rows(const std::string& dataset) {
+  json rows = json::array();
+  for (const auto& p : kPaper) {
+    rows.push_back({{"config", "paper AmoebaNet-B (18, 512)"},
+                    {"dataset", p.dataset},
+                    {"model", "amoebanet-b"},
+                    {"test_top1", p.top1},
+                    {"test_top5", p.top5 < 0 ? json(nullptr) : json(p.top5)},
+                    {"source", "paper"},
+                    {"ours", p.dataset == dataset ? json("run") : json("not run")}});
+  }
+  return rows;
+}
+
+void write_csv(const fs::path& path, const json& rows) {
+  std::ofstream csv(path);
+  csv << "config,dataset,runs,test_top1,test_top1_std,test_top5,source\n";
+  for (const auto& r : rows) {
+    csv << r["config"].get<std::string>() << "," << r["dataset"].get<std::string>() << ","
+        << r.value("runs", 1) << "," << percent(r["test_top1"]) << ","
+        << percent(r.value("test_top1_std", json())) << "," << percent(r["test_top5"]) << ","
+        << r["source"].get<std::string>() << "\n";
+  }
+}
+
+// The Markdown table of every row, ours and the paper's.
+void write_markdown_rows(std::ostream& md, const json& rows) {
+  md << "| config | dataset | runs | test top-1 (%) | test top-5 (%) | source "
+        "|\n|---|---|---|---|---|---|\n";
+  for (const auto& r : rows) {
+    const auto runs = r.value("runs", 1);
+    md << "| " << r["config"].get<std::string>() << " | " << r["dataset"].get<std::string>()
+       << " | " << (r["source"] == "paper" ? "-" : std::to_string(runs)) << " | "
+       << percent(r["test_top1"])
+       << (runs > 1 ? " +- " + percent(r["test_top1_std"]) : std::string()) << " | "
+       << percent(r["test_top5"]) << " | " << r["source"].get<std::string>()
+       << (r.contains("ours") && r["ours"] == "not run" ? " (ours: not run)" : "") << " |\n";
+  }
+}
+
+// The transfer section: what was run, and whether fine-tuning beats training from scratch by
+// more than the runs' standard deviation. `transfer_json` holds the pretraining, fine-tuning and
+// scratch rows.
+void write_markdown_transfer(std::ostream& md, const TransferOptions& transfer,
+                             const std::string& dataset, const json& transfer_json) {
+  const auto& ft = transfer_json[1];
+  const auto& scratch = transfer_json[2];
+  const double gain = ft["test_top1_mean"].get<double>() - scratch["test_top1_mean"].get<double>();
+  const double spread_of_runs =
+      std::max(ft["test_top1_std"].get<double>(), scratch["test_top1_std"].get<double>());
+  md << std::fixed << std::setprecision(2)  // as the summary line before it
+     << "\n## Transfer, in the shape of Table 4's protocol\n\n"
+     << "Pretrained on " << dataset << " classes " << transfer.pretrain_classes << " ("
+     << transfer_json[0]["steps"] << " steps), then " << transfer.runs
+     << " fine-tuning runs (seeds 0-" << transfer.runs - 1 << ") on classes "
+     << transfer.finetune_classes << " from that snapshot with a new randomly initialised "
+     << "head, the pretraining hyper-parameters, random flips and " << transfer.cutout << "x"
+     << transfer.cutout << " cutout, " << ft["steps"] << " steps each; against as many runs "
+     << "from scratch with the same steps, seeds and augmentation. Mean +- sample standard "
+     << "deviation. Fine-tuning " << (gain >= 0 ? "gains " : "loses ") << std::fabs(gain)
+     << " points of top-1 over training from scratch"
+     << (std::fabs(gain) < spread_of_runs
+             ? ", less than the runs' standard deviation: no measurable difference at this "
+               "budget.\n"
+             : ", more than the runs' standard deviation.\n");
+}
+
+// The whole Markdown report: the verdict on the spread, the rows, the transfer section when the
+// transfer runs ran, and the command that made it.
+std::string markdown(const TableOptions& o, const std::string& dataset, const json& rows,
+                     const json& transfer_json, double spread, const std::string& command) {
+  std::ostringstream md;
+  md << "# Accuracy: pipeline partitioning does not change model quality\n\n"
+     << "Ours: preset `" << o.preset << "` (" << dataset << "), the same seed for every run. "
+     << "Top-1 spread " << std::fixed << std::setprecision(2) << spread << " points (bound "
+     << o.tolerance << "): " << (spread <= o.tolerance ? "they agree" : "THEY DO NOT AGREE")
+     << ".\n\n";
+  write_markdown_rows(md, rows);
+  md << "\nThe paper's rows are GPipe Table 4 (AmoebaNet-B (18, 512) trained on ImageNet at "
+        "480x480, then fine-tuned); the datasets marked \"not run\" are not on this machine.\n";
+  if (transfer_json.size() == 3) write_markdown_transfer(md, o.transfer, dataset, transfer_json);
+  md << "\nMade by: `" << command
+     << "`. The committed results/accuracy_table.* come from results/accuracy_table.sh.\n";
+  return md.str();
+}
+
+// Runs every configuration and the transfer protocol, then writes the JSON, CSV and Markdown
+// reports and prints the Markdown. Exits 1 when the partitioning runs disagree.
+int make_table(const TableOptions& o, int argc, char** argv) {
+  const auto overrides = run_overrides(o);
+  const auto runs_dir = fs::path(o.out) / "accuracy_table";
+  fs::create_directories(runs_dir);
+  const std::string dataset = options_for(o.preset, {}).dataset;
+  std::vector<double> ours;
+  json rows = partition_rows(o, overrides, runs_dir, &ours);
+  json transfer_json = json::array();
+  if (o.transfer.runs > 0) {
+    auto args = overrides;
+    if (o.epochs > 0) args.insert(args.end(), {"--epochs", std::to_string(o.epochs)});
+    transfer_json = transfer_rows(o.preset, args, o.transfer, runs_dir, o.reuse);
+    for (const auto& r : transfer_json)
+      rows.push_back(r);
+  }
+  const auto [lo, hi] = std::minmax_element(ours.begin(), ours.end());
+  const double spread = ours.empty() ? 0 : *hi - *lo;
+  for (const auto& r : paper_rows(dataset))
+    rows.push_back(r);
+  const json result = {{"rows", rows},
+                       {"top1_spread_points", spread},
+                       {"tolerance_points", o.tolerance},
+                       {"agree", spread <= o.tolerance},
+                       {"preset", o.preset},
+                       {"command", gpipe::cli::command_line(argc, argv)}};
+  gpipe::write_json_file((fs::path(o.out) / "accuracy_table.json").string(), result);
+  write_csv(fs::path(o.out) / "accuracy_table.csv", rows);
+  const std::string command = result["command"].get<std::string>();
+  const std::string md = markdown(o, dataset, rows, transfer_json, spread, command);
+  std::ofstream(fs::path(o.out) / "accuracy_table.md") << md;
+  std::ofstream(runs_dir / "COMMAND") << command << "\n";
+  std::cout << md;
+  return spread <= o.tolerance ? gpipe::cli::kExitOk : gpipe::cli::kExitFailure;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "accuracy_table: GPipe's Table 4 beside ours; naive-1 against pipeline-K on one preset, "
+      "and fine-tuning against training from scratch on held-out classes"};
+  TableOptions options;
+  add_table_flags(app, options);
+  add_transfer_flags(app, options.transfer);
+  return gpipe::cli::run_main(app, argc, argv,
+                              [&]() -> int { return make_table(options, argc, argv); });
 }

@@ -95,7 +95,7 @@ void measure(plan::Plan& plan, plan::CostBook& book, const plan::PlanRequest& re
     const double now =
         book.measure_calibration(plan::calibration_name(book, request, plan.shape), 2);
     plan.paired_round_ms.push_back(
-        plan::predict(book, request, plan.shape, plan.stage_balance, now).step_ms);
+        plan::predict(book, request, plan.shape, plan.shape.stage_balance, now).step_ms);
     spdlog::info("paired prediction {:.1f} ms (planned {:.1f} ms)", plan.paired_round_ms.back(),
                  plan.step_ms);
   }
@@ -120,7 +120,7 @@ std::string command(const plan::Plan& plan, const plan::PlanRequest& request,
   }
   for (const auto& a : args)
     out += " " + a;
-  for (const auto& f : plan::train_flags(plan, request))
+  for (const auto& f : to_flags(plan.shape))
     out += " " + f;
   return out;
 }
@@ -133,7 +133,7 @@ void print_table(const std::vector<plan::Plan>& plans, const plan::PlanRequest& 
     const auto& p = plans[i];
     const auto& s = p.shape;
     std::string balance;
-    for (auto b : p.balance)
+    for (auto b : s.balance)
       balance += (balance.empty() ? "" : ",") + std::to_string(b);
     double measured_peak = 0;
     for (auto b : p.measured_peak_bytes)
@@ -151,6 +151,219 @@ void print_table(const std::vector<plan::Plan>& plans, const plan::PlanRequest& 
   }
 }
 
+// gpipe_plan's own flags, the "Planner" group; the rest are gpipe_train's.
+struct PlannerOptions {
+  std::string link = "none", cache, grid;
+  int64_t top = 5, verify_top = 0, verify_rounds = 3, max_chunks = 32, max_replicas = 0;
+  int calibration_rounds = 3, calibration_extra_rounds = 0;
+  bool verify_paired = false;
+  double allreduce_gbs = 0;
+};
+
+// Declares the planner's flags in kPlannerGroup (passthrough keeps them from gpipe_train).
+void add_planner_flags(CLI::App& app, PlannerOptions& o) {
+  const char* group = kPlannerGroup;
+  app.add_option("--link", o.link, "copy between stages: none | pcie | nvlink | tpu")
+      ->capture_default_str()
+      ->check(cli::parsed_by([](const std::string& name) { link_preset(name); }))
+      ->group(group);
+  app.add_option("--top", o.top, "plans to print")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, kMaxPlans))
+      ->group(group);
+  app.add_option("--verify", o.verify_top, "run the top T plans for a few steps and measure them")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, kMaxPlans))
+      ->group(group);
+  app.add_option("--verify-rounds", o.verify_rounds,
+                 "measure the verified and grid plans in turn this many times (median of all)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, kMaxRounds))
+      ->group(group);
+  app.add_flag("--verify-paired", o.verify_paired,
+               "also predict each measured plan in each round from its calibration measured right "
+               "before that round (paired_predicted_round_ms): a check of the cost model that the "
+               "machine's drift between planning and measuring does not move")
+      ->group(group);
+  app.add_option(
+         "--calibration-rounds", o.calibration_rounds,
+         "measure the calibration steps of the plans within 1.25x of the fastest (6 at most) this "
+         "many times, all in turn, and predict from the medians")
+      ->capture_default_str()
+      ->check(CLI::Range(1, static_cast<int>(kMaxRounds)))
+      ->group(group);
+  app.add_option("--calibration-extra-rounds", o.calibration_extra_rounds,
+                 "then measure again, up to this many rounds more, the calibrations of the plans "
+                 "within 1.10x of the fastest (3 at most) and of the grid whose rounds spread over "
+                 "10% (slowest over fastest): rounds taken in busy minutes are outvoted")
+      ->capture_default_str()
+      ->check(CLI::Range(0, static_cast<int>(kMaxRounds)))
+      ->group(group);
+  app.add_option("--grid", o.grid,
+                 "hand-picked shapes to predict and measure beside the plans, ';'-separated: "
+                 "\"K=2,M=8,schedule=1f1b,checkpoint=never;K=1,M=4\"")
+      ->check(cli::parsed_by([](const std::string& text) {
+        GPIPE_CHECK(!text.empty(), ConfigError, "an empty grid; leave the flag out instead");
+        for (const auto& item : cli::parse_strings(text, ';'))
+          parse_shape(item);
+      }))
+      ->group(group);
+  app.add_option("--cache", o.cache, "JSON file of measured layer costs to reuse and extend")
+      ->check(cli::output_file())
+      ->group(group);
+  app.add_option("--max-chunks", o.max_chunks, "largest M considered")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
+      ->group(group);
+  app.add_option("--max-replicas", o.max_replicas, "largest data-parallel R (0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{4096}))
+      ->group(group);
+  app.add_option("--allreduce-gbs", o.allreduce_gbs,
+                 "bandwidth of the replicas' gradient all-reduce, GB/s; 0: time it here (Gloo "
+                 "between threads, as CPU replicas sum); give an accelerator's interconnect")
+      ->capture_default_str()
+      ->check(cli::finite_range(0, 1e6))
+      ->group(group);
+}
+
+// The trainer's request (model, batch, devices, memory) with the planner's flags.
+plan::PlanRequest planner_request(const train::TrainOptions& options, const PlannerOptions& o) {
+  auto request = train::plan_request(options);
+  request.link = o.link;
+  request.max_chunks = o.max_chunks;
+  request.max_replicas = o.max_replicas;
+  request.allreduce_gbs = o.allreduce_gbs;
+  request.calibration_rounds = o.calibration_rounds;
+  request.calibration_extra_rounds = o.calibration_extra_rounds;
+  return request;
+}
+
+// The --grid shapes, predicted.
+std::vector<plan::Plan> predict_grid(plan::CostBook& book, const plan::PlanRequest& request,
+                                     const std::vector<PipelineShape>& grid_shapes,
+                                     const PlannerOptions& o) {
+  // The grid's predictions rest on calibrations measured in as many rounds as the plans'.
+  std::vector<std::string> grid_calibrations;
+  for (const auto& shape : grid_shapes)
+    grid_calibrations.push_back(plan::calibration_name(book, request, shape));
+  book.calibrate_in_rounds(grid_calibrations, o.calibration_rounds, o.calibration_extra_rounds);
+  std::vector<plan::Plan> grid_plans;
+  for (const auto& shape : grid_shapes)
+    grid_plans.push_back(plan::predict(book, request, shape));
+  return grid_plans;
+}
+
+// Measures the top --verify plans of `shown` and every grid plan, all of them in turn in each of
+// --verify-rounds rounds (see measure).
+void measure_in_rounds(std::vector<plan::Plan>& shown, std::vector<plan::Plan>& grid_plans,
+                       plan::CostBook& book, const plan::PlanRequest& request,
+                       const std::vector<std::string>& pass, const PlannerOptions& o) {
+  std::vector<plan::Plan*> to_measure;
+  for (int64_t i = 0; i < std::min<int64_t>(o.verify_top, shown.size()); ++i)
+    to_measure.push_back(&shown[i]);
+  for (auto& p : grid_plans)
+    to_measure.push_back(&p);
+  for (int64_t round = 1; round <= o.verify_rounds && !to_measure.empty(); ++round) {
+    for (size_t i = 0; i < to_measure.size(); ++i) {
+      spdlog::info("measuring, round {} of {}, plan {} of {}: {}", round, o.verify_rounds, i + 1,
+                   to_measure.size(), to_measure[i]->shape.describe());
+      measure(*to_measure[i], book, request, pass, static_cast<int>(o.verify_rounds),
+              o.verify_paired);
+    }
+  }
+}
+
+// Prints the plans' table, the grid's, and the best plan's gpipe_train command.
+void print_report(const std::vector<plan::Plan>& shown, const std::vector<plan::Plan>& grid_plans,
+                  const plan::PlanRequest& request, const std::vector<std::string>& pass) {
+  print_table(shown, request);
+  if (!grid_plans.empty()) {
+    std::cout << "\nGrid:\n";
+    print_table(grid_plans, request);
+  }
+  std::cout << "\nbest: " << command(shown.front(), request, pass) << "\n";
+}
+
+// `plans` as JSON, each with its command, the calibration it was predicted from and whether it
+// fits --memory-per-device.
+nlohmann::json plans_json(const std::vector<plan::Plan>& plans, const plan::CostBook& book,
+                          const plan::PlanRequest& request, const std::vector<std::string>& pass) {
+  auto list = nlohmann::json::array();
+  for (const auto& p : plans) {
+    auto j = plan::to_json(p, request);
+    j["command"] = command(p, request, pass);
+    j["calibration"] = book.calibration_in_use(plan::calibration_name(book, request, p.shape));
+    j["calibration_rounds"] = book.calibration_rounds(j["calibration"]);
+    j["fits"] = request.memory_per_device <= 0 || p.max_peak_bytes() <= request.memory_per_device;
+    list.push_back(j);
+  }
+  return list;
+}
+
+// What one planning produced: the plans it shows and measures, and the search's counts.
+struct Outcome {
+  std::vector<plan::Plan> shown;  // the top --top plans, fastest first
+  std::vector<plan::Plan> grid;   // the --grid shapes
+  int64_t considered = 0;         // shapes the search predicted
+  size_t fit = 0;                 // of them, those that fit
+  double planning_s = 0;          // from the start to the search's end
+};
+
+// Writes --json: the plans, the grid, what the search considered, the request and the command.
+void write_json_report(const std::string& path, const Outcome& outcome, const plan::CostBook& book,
+                       const plan::PlanRequest& request, const std::vector<std::string>& pass,
+                       const std::string& command_line) {
+  auto json = nlohmann::json::object();
+  json["plans"] = plans_json(outcome.shown, book, request, pass);
+  json["grid"] = plans_json(outcome.grid, book, request, pass);
+  json["considered"] = outcome.considered;
+  json["fit"] = outcome.fit;
+  json["memory_per_device"] = request.memory_per_device;
+  json["batch_size"] = request.batch;
+  json["cores"] = request.devices.empty() ? nlohmann::json(request.cores) : nlohmann::json();
+  json["devices"] = request.devices;
+  json["planning_seconds"] = outcome.planning_s;
+  json["command"] = command_line;
+  write_json_file(path, json);
+}
+
+// Plans, measures and reports: the body of main once the flags are read. `app`, `argc` and
+// `argv` give the arguments that the printed gpipe_train commands pass on.
+int plan_and_report(const CLI::App& app, int argc, char** argv, const train::TrainOptions& options,
+                    const PlannerOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  train::check_train_options(options);
+  train::check_fits_host(*models::make_model(options.model), options);
+  const auto request = planner_request(options, o);
+  std::vector<PipelineShape> grid_shapes;
+  for (const auto& item : cli::parse_strings(o.grid, ';'))
+    grid_shapes.push_back(parse_shape(item));
+  auto book = train::cost_book(options, request, o.cache);
+  auto result = plan::search(book, request);
+  Outcome outcome;
+  outcome.planning_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  outcome.considered = result.considered;
+  outcome.fit = result.ranked.size();
+  spdlog::info("planned in {:.1f} s: {} shapes predicted, {} fit; {} layer measurements made",
+               outcome.planning_s, result.considered, result.ranked.size(), book.measured());
+  if (result.ranked.empty()) {
+    spdlog::error("{}", train::nothing_fits(result, request));
+    return cli::kExitBadInput;
+  }
+  outcome.shown.assign(result.ranked.begin(),
+                       result.ranked.begin() + std::min<int64_t>(o.top, result.ranked.size()));
+  const auto pass = passthrough(app, argc, argv);
+  outcome.grid = predict_grid(book, request, grid_shapes, o);
+  measure_in_rounds(outcome.shown, outcome.grid, book, request, pass, o);
+  print_report(outcome.shown, outcome.grid, request, pass);
+  if (!options.json.empty()) {
+    write_json_report(options.json, outcome, book, request, pass, cli::command_line(argc, argv));
+  }
+  return cli::kExitOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -163,158 +376,8 @@ int main(int argc, char** argv) {
   app.add_option("--preset", "a preset of experiments/presets (its .toml name)")->group("Presets");
   train::TrainOptions options;
   train::add_train_flags(app, options);
-  std::string link = "none", cache, grid;
-  int64_t top = 5, verify_top = 0, verify_rounds = 3, max_chunks = 32, max_replicas = 0;
-  int calibration_rounds = 3, calibration_extra_rounds = 0;
-  bool verify_paired = false;
-  double allreduce_gbs = 0;
-  const char* group = kPlannerGroup;
-  app.add_option("--link", link, "copy between stages: none | pcie | nvlink | tpu")
-      ->capture_default_str()
-      ->check(cli::parsed_by([](const std::string& name) { link_preset(name); }))
-      ->group(group);
-  app.add_option("--top", top, "plans to print")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, kMaxPlans))
-      ->group(group);
-  app.add_option("--verify", verify_top, "run the top T plans for a few steps and measure them")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, kMaxPlans))
-      ->group(group);
-  app.add_option("--verify-rounds", verify_rounds,
-                 "measure the verified and grid plans in turn this many times (median of all)")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, kMaxRounds))
-      ->group(group);
-  app.add_flag("--verify-paired", verify_paired,
-               "also predict each measured plan in each round from its calibration measured right "
-               "before that round (paired_predicted_round_ms): a check of the cost model that the "
-               "machine's drift between planning and measuring does not move")
-      ->group(group);
-  app.add_option(
-         "--calibration-rounds", calibration_rounds,
-         "measure the calibration steps of the plans within 1.25x of the fastest (6 at most) this "
-         "many times, all in turn, and predict from the medians")
-      ->capture_default_str()
-      ->check(CLI::Range(1, static_cast<int>(kMaxRounds)))
-      ->group(group);
-  app.add_option("--calibration-extra-rounds", calibration_extra_rounds,
-                 "then measure again, up to this many rounds more, the calibrations of the plans "
-                 "within 1.10x of the fastest (3 at most) and of the grid whose rounds spread over "
-                 "10% (slowest over fastest): rounds taken in busy minutes are outvoted")
-      ->capture_default_str()
-      ->check(CLI::Range(0, static_cast<int>(kMaxRounds)))
-      ->group(group);
-  app.add_option("--grid", grid,
-                 "hand-picked shapes to predict and measure beside the plans, ';'-separated: "
-                 "\"K=2,M=8,schedule=1f1b,checkpoint=never;K=1,M=4\"")
-      ->check(cli::parsed_by([](const std::string& text) {
-        GPIPE_CHECK(!text.empty(), ConfigError, "an empty grid; leave the flag out instead");
-        for (const auto& item : cli::parse_strings(text, ';'))
-          plan::parse_plan_shape(item);
-      }))
-      ->group(group);
-  app.add_option("--cache", cache, "JSON file of measured layer costs to reuse and extend")
-      ->check(cli::output_file())
-      ->group(group);
-  app.add_option("--max-chunks", max_chunks, "largest M considered")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
-      ->group(group);
-  app.add_option("--max-replicas", max_replicas, "largest data-parallel R (0: no limit)")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{4096}))
-      ->group(group);
-  app.add_option("--allreduce-gbs", allreduce_gbs,
-                 "bandwidth of the replicas' gradient all-reduce, GB/s; 0: time it here (Gloo "
-                 "between threads, as CPU replicas sum); give an accelerator's interconnect")
-      ->capture_default_str()
-      ->check(cli::finite_range(0, 1e6))
-      ->group(group);
-
-  return train::run_with_presets(app, argc, argv, [&] {
-    const auto start = std::chrono::steady_clock::now();
-    train::check_train_options(options);
-    train::check_fits_host(*models::make_model(options.model), options);
-    auto request = train::plan_request(options);
-    request.link = link;
-    request.max_chunks = max_chunks;
-    request.max_replicas = max_replicas;
-    request.allreduce_gbs = allreduce_gbs;
-    request.calibration_rounds = calibration_rounds;
-    request.calibration_extra_rounds = calibration_extra_rounds;
-    std::vector<plan::PlanShape> grid_shapes;
-    for (const auto& item : cli::parse_strings(grid, ';'))
-      grid_shapes.push_back(plan::parse_plan_shape(item));
-    auto book = train::cost_book(options, request, cache);
-    auto result = plan::search(book, request);
-    const double planning_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    spdlog::info("planned in {:.1f} s: {} shapes predicted, {} fit; {} layer measurements made",
-                 planning_s, result.considered, result.ranked.size(), book.measured());
-    if (result.ranked.empty()) {
-      spdlog::error("{}", train::nothing_fits(result, request));
-      return cli::kExitBadInput;
-    }
-    std::vector<plan::Plan> shown(
-        result.ranked.begin(),
-        result.ranked.begin() + std::min<int64_t>(top, result.ranked.size()));
-    const auto pass = passthrough(app, argc, argv);
-    // The grid's predictions rest on calibrations measured in as many rounds as the plans'.
-    std::vector<std::string> grid_calibrations;
-    for (const auto& shape : grid_shapes)
-      grid_calibrations.push_back(plan::calibration_name(book, request, shape));
-    book.calibrate_in_rounds(grid_calibrations, calibration_rounds, calibration_extra_rounds);
-    std::vector<plan::Plan> grid_plans;
-    for (const auto& shape : grid_shapes)
-      grid_plans.push_back(plan::predict(book, request, shape));
-    std::vector<plan::Plan*> to_measure;
-    for (int64_t i = 0; i < std::min<int64_t>(verify_top, shown.size()); ++i)
-      to_measure.push_back(&shown[i]);
-    for (auto& p : grid_plans)
-      to_measure.push_back(&p);
-    for (int64_t round = 1; round <= verify_rounds && !to_measure.empty(); ++round) {
-      for (size_t i = 0; i < to_measure.size(); ++i) {
-        spdlog::info("measuring, round {} of {}, plan {} of {}: {}", round, verify_rounds, i + 1,
-                     to_measure.size(), to_measure[i]->shape.describe());
-        measure(*to_measure[i], book, request, pass, static_cast<int>(verify_rounds),
-                verify_paired);
-      }
-    }
-    print_table(shown, request);
-    if (!grid_plans.empty()) {
-      std::cout << "\nGrid:\n";
-      print_table(grid_plans, request);
-    }
-    std::cout << "\nbest: " << command(shown.front(), request, pass) << "\n";
-    if (!options.json.empty()) {
-      auto json = nlohmann::json::object();
-      auto to_list = [&](const std::vector<plan::Plan>& plans) {
-        auto list = nlohmann::json::array();
-        for (const auto& p : plans) {
-          auto j = plan::to_json(p, request);
-          j["command"] = command(p, request, pass);
-          j["calibration"] =
-              book.calibration_in_use(plan::calibration_name(book, request, p.shape));
-          j["calibration_rounds"] = book.calibration_rounds(j["calibration"]);
-          j["fits"] =
-              request.memory_per_device <= 0 || p.max_peak_bytes() <= request.memory_per_device;
-          list.push_back(j);
-        }
-        return list;
-      };
-      json["plans"] = to_list(shown);
-      json["grid"] = to_list(grid_plans);
-      json["considered"] = result.considered;
-      json["fit"] = result.ranked.size();
-      json["memory_per_device"] = request.memory_per_device;
-      json["batch_size"] = request.batch;
-      json["cores"] = request.devices.empty() ? nlohmann::json(request.cores) : nlohmann::json();
-      json["devices"] = request.devices;
-      json["planning_seconds"] = planning_s;
-      json["command"] = cli::command_line(argc, argv);
-      write_json_file(options.json, json);
-    }
-    return cli::kExitOk;
-  });
+  PlannerOptions planner;
+  add_planner_flags(app, planner);
+  return train::run_with_presets(
+      app, argc, argv, [&] { return plan_and_report(app, argc, argv, options, planner); });
 }

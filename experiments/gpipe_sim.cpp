@@ -14,6 +14,7 @@
 // unit costs, as the schedule headers draw it.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "common/cli.h"
@@ -22,6 +23,9 @@
 #include "gpipe/pipeline.h"
 #include "gpipe/simulator.h"
 
+namespace gpipe {
+namespace {
+
 // Bounds of the sizes (docs/design.md): a lowered program of up to kMaxStageChunks stage
 // micro-batches takes a few seconds and well under a GiB.
 constexpr int64_t kMaxStages = 4096;
@@ -29,9 +33,8 @@ constexpr int64_t kMaxChunks = int64_t{1} << 20;
 constexpr int64_t kMaxVirtualStages = 64;
 constexpr int64_t kMaxStageChunks = int64_t{1} << 20;
 
-int main(int argc, char** argv) {
-  using namespace gpipe;
-  CLI::App app{"gpipe_sim: discrete-event simulation of a pipeline step from costs"};
+// The command line as given; the lists stay text until the flags are all read.
+struct SimOptions {
   int64_t partitions = 0;
   int64_t chunks = 8;
   int64_t virtual_stages = 0;
@@ -41,23 +44,46 @@ int main(int argc, char** argv) {
   std::string forward, backward, recompute, layer_costs, layer_backward, balance_text, balance_by;
   std::string link_name = "none", boundary_bytes, json_path, trace_path;
   double latency_us = -1, bandwidth_gbs = -1;
-  app.add_option("--partitions,-K", partitions, "number of stages K (default 4, or from costs)")
+};
+
+// What is simulated: the schedule's shape and its per-virtual-stage costs in ms.
+struct SimSetup {
+  ScheduleKind kind = ScheduleKind::kGPipe;
+  Checkpoint checkpoint = Checkpoint::kNever;
+  int64_t partitions = 0;  // K devices
+  int64_t chunks = 0;      // M
+  int64_t v = 1;           // virtual stages per device
+  SimulationCosts costs;
+  // Layers per device (--balance) or per virtual stage (--balance-by cost), as the JSON reports
+  // them; empty when the costs are per device.
+  std::vector<int64_t> balance;
+};
+
+// How --layer-costs are cut: the balance the JSON reports and the layers of each virtual stage.
+struct LayerCut {
+  std::vector<int64_t> balance;
+  std::vector<int64_t> stage_balance;
+};
+
+// Declares the flags; their checks reject a bad value before anything runs.
+void add_flags(CLI::App& app, SimOptions& o) {
+  app.add_option("--partitions,-K", o.partitions, "number of stages K (default 4, or from costs)")
       ->check(CLI::Range(int64_t{1}, kMaxStages));
-  app.add_option("--chunks,-M", chunks, "micro-batches per mini-batch M")
+  app.add_option("--chunks,-M", o.chunks, "micro-batches per mini-batch M")
       ->check(CLI::Range(int64_t{1}, kMaxChunks))
       ->capture_default_str();
-  app.add_option("--schedule", schedule_name, "gpipe | 1f1b | interleaved-1f1b | zb-h1 | zbv")
+  app.add_option("--schedule", o.schedule_name, "gpipe | 1f1b | interleaved-1f1b | zb-h1 | zbv")
       ->capture_default_str()
       ->check(cli::parsed_by([](const std::string& name) { parse_schedule_kind(name); }));
-  app.add_option("--virtual-stages", virtual_stages,
+  app.add_option("--virtual-stages", o.virtual_stages,
                  "v stages per device (interleaved-1f1b: default 2; zbv: 2)")
       ->check(CLI::Range(int64_t{1}, kMaxVirtualStages));
-  app.add_option("--weight-fraction", weight_fraction,
+  app.add_option("--weight-fraction", o.weight_fraction,
                  "W's share of the backward where a schedule splits it (zb-h1, zbv)")
       ->capture_default_str()
       ->check(cli::finite_range(0, 1));
-  app.add_flag("--draw", draw, "print the schedule at unit costs (F = B = W = 1)");
-  app.add_option("--checkpoint", checkpoint_name,
+  app.add_flag("--draw", o.draw, "print the schedule at unit costs (F = B = W = 1)");
+  app.add_option("--checkpoint", o.checkpoint_name,
                  "always | except_last | never: which micro-batches recompute before backward")
       ->capture_default_str()
       ->check(cli::parsed_by([](const std::string& name) { parse_checkpoint(name); }));
@@ -67,172 +93,234 @@ int main(int argc, char** argv) {
       GPIPE_CHECK(cost >= 0 && cost <= 1e15, ConfigError, cost, " in '", text,
                   "' is not in [0, 1e15]");
   });
-  app.add_option("--forward-costs", forward, "per-stage forward ms per micro-batch (default 1)")
+  app.add_option("--forward-costs", o.forward, "per-stage forward ms per micro-batch (default 1)")
       ->check(costs_list);
-  app.add_option("--backward-costs", backward, "per-stage backward ms (default 2 x forward)")
+  app.add_option("--backward-costs", o.backward, "per-stage backward ms (default 2 x forward)")
       ->check(costs_list);
-  app.add_option("--recompute-costs", recompute, "per-stage recompute ms (default = forward)")
+  app.add_option("--recompute-costs", o.recompute, "per-stage recompute ms (default = forward)")
       ->check(costs_list);
-  app.add_option("--layer-costs", layer_costs,
+  app.add_option("--layer-costs", o.layer_costs,
                  "per-layer forward ms; stages sum them under --balance or --balance-by cost")
       ->check(costs_list);
-  app.add_option("--layer-backward-costs", layer_backward,
+  app.add_option("--layer-backward-costs", o.layer_backward,
                  "per-layer backward ms (default 2 x layer forward)")
       ->check(costs_list);
-  app.add_option("--balance", balance_text, "layers per stage, e.g. 3,3,2")
+  app.add_option("--balance", o.balance_text, "layers per stage, e.g. 3,3,2")
       ->check(cli::int_list(1, int64_t{1} << 20));
-  app.add_option("--balance-by", balance_by, "cost: exact min-max partition of the layer costs")
+  app.add_option("--balance-by", o.balance_by, "cost: exact min-max partition of the layer costs")
       ->check(CLI::IsMember({"cost"}));
-  app.add_option("--link", link_name, "copy between stages: none | pcie | nvlink | tpu")
+  app.add_option("--link", o.link_name, "copy between stages: none | pcie | nvlink | tpu")
       ->capture_default_str()
       ->check(cli::parsed_by([](const std::string& name) { link_preset(name); }));
-  app.add_option("--link-latency-us", latency_us, "override the link's latency per message (us)")
+  app.add_option("--link-latency-us", o.latency_us, "override the link's latency per message (us)")
       ->check(cli::finite_range(0, 1e12));
-  app.add_option("--link-bandwidth-gbs", bandwidth_gbs, "override the link's bandwidth (GB/s)")
+  app.add_option("--link-bandwidth-gbs", o.bandwidth_gbs, "override the link's bandwidth (GB/s)")
       ->check(cli::finite_range(1e-9, 1e12));
-  app.add_option("--boundary-bytes", boundary_bytes,
+  app.add_option("--boundary-bytes", o.boundary_bytes,
                  "bytes crossing each of the K*v-1 boundaries between virtual stages")
       ->check(costs_list);
-  app.add_option("--json", json_path, "write the result as JSON")->check(cli::output_file());
-  app.add_option("--trace", trace_path, "write the simulated timeline as Chrome trace JSON")
+  app.add_option("--json", o.json_path, "write the result as JSON")->check(cli::output_file());
+  app.add_option("--trace", o.trace_path, "write the simulated timeline as Chrome trace JSON")
       ->check(cli::output_file());
+}
 
-  return cli::run_main(app, argc, argv, [&] {
-    GPIPE_CHECK(chunks >= 1, ConfigError, "--chunks must be >= 1, got ", chunks);
-    GPIPE_CHECK(partitions >= 0, ConfigError, "--partitions must be >= 1, got ", partitions);
-    const auto kind = parse_schedule_kind(schedule_name);
-    const auto checkpoint = parse_checkpoint(checkpoint_name);
-    const int64_t v = virtual_stages > 0 ? virtual_stages : default_virtual_stages(kind);
-    // The lowered program holds about three actions per (stage, micro-batch): bound its size.
-    GPIPE_CHECK((partitions > 0 ? partitions : 4) * v * chunks <= kMaxStageChunks, ConfigError,
-                "-K ", partitions, " x --virtual-stages ", v, " x -M ", chunks,
-                " stage micro-batches is more than the simulator takes (", kMaxStageChunks, ")");
-    GPIPE_CHECK(virtual_stages >= 0, ConfigError, "--virtual-stages must be >= 1, got ",
-                virtual_stages);
-    SimulationCosts costs;
-    std::vector<int64_t> balance;
-    if (!layer_costs.empty()) {
-      GPIPE_CHECK(forward.empty() && backward.empty(), ConfigError,
-                  "give either --layer-costs or --forward-costs/--backward-costs, not both");
-      const auto lf = cli::parse_doubles(layer_costs, "--layer-costs");
-      std::vector<double> lb;
-      if (!layer_backward.empty()) {
-        lb = cli::parse_doubles(layer_backward, "--layer-backward-costs");
-        GPIPE_CHECK(lb.size() == lf.size(), ConfigError, "--layer-backward-costs has ", lb.size(),
-                    " values but --layer-costs has ", lf.size());
-      } else {
-        for (double c : lf)
-          lb.push_back(2 * c);
-      }
-      std::vector<int64_t> stage_balance;
-      if (!balance_text.empty()) {
-        balance = cli::parse_ints(balance_text, "--balance");
-        GPIPE_CHECK(partitions == 0 || partitions == static_cast<int64_t>(balance.size()),
-                    ConfigError, "--balance has ", balance.size(), " devices but --partitions is ",
-                    partitions);
-        const auto layout = make_layout(PipelineOptions(balance).schedule(kind).virtual_stages(v),
-                                        static_cast<int64_t>(lf.size()));
-        stage_balance = layout.stage_balance;
-      } else {
-        GPIPE_CHECK(balance_by == "cost", ConfigError,
-                    "--layer-costs needs --balance a,b,.. or --balance-by cost (got '", balance_by,
-                    "')");
-        std::vector<double> total;
-        for (size_t i = 0; i < lf.size(); ++i)
-          total.push_back(lf[i] + lb[i]);
-        stage_balance = balance_by_cost(total, (partitions > 0 ? partitions : 4) * v);
-        balance = stage_balance;
-      }
-      for (int64_t b : stage_balance) {
-        GPIPE_CHECK(b >= 1, ConfigError, "--balance ", balance_text, " has an empty stage");
-      }
-      costs.forward = sum_by_stage(lf, stage_balance);
-      costs.backward = sum_by_stage(lb, stage_balance);
-      if (partitions == 0) partitions = static_cast<int64_t>(stage_balance.size()) / v;
-    } else {
-      GPIPE_CHECK(balance_text.empty() && balance_by.empty(), ConfigError,
-                  "--balance and --balance-by need --layer-costs");
-      int64_t K = partitions;
-      if (!forward.empty()) costs.forward = cli::parse_doubles(forward, "--forward-costs");
-      if (K == 0) K = costs.forward.empty() ? 4 : static_cast<int64_t>(costs.forward.size());
-      if (costs.forward.empty()) costs.forward.assign(K, 1.0);
-      if (!backward.empty()) {
-        costs.backward = cli::parse_doubles(backward, "--backward-costs");
-      } else {
-        for (double f : costs.forward)
-          costs.backward.push_back(2 * f);
-      }
-      GPIPE_CHECK(static_cast<int64_t>(costs.forward.size()) == K &&
-                      static_cast<int64_t>(costs.backward.size()) == K,
-                  ConfigError, "--forward-costs and --backward-costs have ", costs.forward.size(),
-                  " and ", costs.backward.size(), " values but --partitions is ", K);
-      // Each device's cost shared evenly by its virtual stages.
-      SimulationCosts shared;
-      for (int64_t s = 0; s < K * v; ++s) {
-        const int64_t d = stage_device(kind, K, v, s);
-        shared.forward.push_back(costs.forward[d] / static_cast<double>(v));
-        shared.backward.push_back(costs.backward[d] / static_cast<double>(v));
-      }
-      costs.forward = shared.forward;
-      costs.backward = shared.backward;
-      partitions = K;
-    }
-    if (!recompute.empty()) costs.recompute = cli::parse_doubles(recompute, "--recompute-costs");
-    costs.weight_fraction = weight_fraction;
-    const int64_t K = partitions;
-    const int64_t S = static_cast<int64_t>(costs.forward.size());
-    // The preset and the flags are in seconds; costs here are ms.
-    auto link = link_preset(link_name);
-    if (latency_us >= 0) link.latency = latency_us * 1e-6;
-    if (bandwidth_gbs >= 0) link.bandwidth = bandwidth_gbs * 1e9;
-    costs.link = link.in_milliseconds();
-    if (!boundary_bytes.empty()) {
-      costs.link.boundary_bytes = cli::parse_doubles(boundary_bytes, "--boundary-bytes");
-    }
-    const auto schedule = make_schedule(kind, K, chunks, v);
-    const auto result = simulate(schedule, costs, checkpoint);
-    std::vector<double> stage_cost;
-    for (int64_t s = 0; s < S; ++s)
-      stage_cost.push_back(costs.forward[s] + costs.backward[s]);
-    const auto device_cost = sum_per_device(kind, K, stage_cost);
-    const double max_stage = *std::max_element(device_cost.begin(), device_cost.end());
-    auto json = to_json(result);
-    json["time_unit"] = "ms";
-    json["partitions"] = K;
-    json["chunks"] = chunks;
-    json["schedule"] = to_string(kind);
-    json["virtual_stages"] = v;
-    json["weight_fraction"] = weight_fraction;
-    json["checkpoint"] = to_string(checkpoint);
-    json["balance"] = balance.empty() ? nlohmann::json(nullptr) : nlohmann::json(balance);
-    json["max_stage_cost"] = max_stage;
-    json["forward_costs"] = costs.forward;
-    json["backward_costs"] = costs.backward;
-    json["ideal_bubble_fraction"] =
-        static_cast<double>(K - 1) / static_cast<double>(chunks + K - 1);
-    if (draw) {
-      const auto rows = draw_schedule(schedule, checkpoint);
-      json["drawing"] = rows;
-      for (const auto& row : rows)
-        std::cerr << row << "\n";
-    }
-    std::cout << json.dump(2) << std::endl;
-    if (!json_path.empty()) write_json_file(json_path, json);
-    if (!trace_path.empty()) {
-      auto trace = nlohmann::json::array();
-      for (const auto& e : result.events) {
-        trace.push_back(
-            {{"name", e.name},
-             {"ph", "X"},
-             {"ts", e.start * 1e3},  // ms -> us
-             {"dur", e.duration * 1e3},
-             {"pid", 0},
-             {"tid", e.device},
-             {"args",
-              {{"step", 0}, {"microbatch", e.microbatch}, {"virtual_stage", e.virtual_stage}}}});
-      }
-      write_json_file(trace_path, {{"traceEvents", trace}, {"displayTimeUnit", "ms"}}, -1);
-    }
-    return cli::kExitOk;
-  });
+// Per-layer backward ms: --layer-backward-costs, or twice each layer's forward.
+std::vector<double> layer_backward_costs(const SimOptions& o, const std::vector<double>& lf) {
+  std::vector<double> lb;
+  if (!o.layer_backward.empty()) {
+    lb = cli::parse_doubles(o.layer_backward, "--layer-backward-costs");
+    GPIPE_CHECK(lb.size() == lf.size(), ConfigError, "--layer-backward-costs has ", lb.size(),
+                " values but --layer-costs has ", lf.size());
+  } else {
+    for (double c : lf)
+      lb.push_back(2 * c);
+  }
+  return lb;
+}
+
+// Cuts the layers into K*v virtual stages: --balance gives each device's layers, which the
+// layout splits over its virtual stages; --balance-by cost solves the exact min-max cut of the
+// layers' forward+backward.
+LayerCut cut_layers(const SimOptions& o, ScheduleKind kind, int64_t v,
+                    const std::vector<double>& lf, const std::vector<double>& lb) {
+  LayerCut cut;
+  if (!o.balance_text.empty()) {
+    cut.balance = cli::parse_ints(o.balance_text, "--balance");
+    GPIPE_CHECK(o.partitions == 0 || o.partitions == static_cast<int64_t>(cut.balance.size()),
+                ConfigError, "--balance has ", cut.balance.size(), " devices but --partitions is ",
+                o.partitions);
+    const auto layout = make_layout(PipelineOptions(cut.balance).schedule(kind).virtual_stages(v),
+                                    static_cast<int64_t>(lf.size()));
+    cut.stage_balance = layout.stage_balance;
+  } else {
+    GPIPE_CHECK(o.balance_by == "cost", ConfigError,
+                "--layer-costs needs --balance a,b,.. or --balance-by cost (got '", o.balance_by,
+                "')");
+    std::vector<double> total;
+    for (size_t i = 0; i < lf.size(); ++i)
+      total.push_back(lf[i] + lb[i]);
+    cut.stage_balance = balance_by_cost(total, (o.partitions > 0 ? o.partitions : 4) * v);
+    cut.balance = cut.stage_balance;
+  }
+  for (int64_t b : cut.stage_balance) {
+    GPIPE_CHECK(b >= 1, ConfigError, "--balance ", o.balance_text, " has an empty stage");
+  }
+  return cut;
+}
+
+// Stage costs from --layer-costs: each virtual stage sums its layers' costs.
+void set_layer_costs(const SimOptions& o, SimSetup& setup) {
+  GPIPE_CHECK(o.forward.empty() && o.backward.empty(), ConfigError,
+              "give either --layer-costs or --forward-costs/--backward-costs, not both");
+  const auto lf = cli::parse_doubles(o.layer_costs, "--layer-costs");
+  const auto lb = layer_backward_costs(o, lf);
+  const auto cut = cut_layers(o, setup.kind, setup.v, lf, lb);
+  setup.balance = cut.balance;
+  setup.costs.forward = sum_by_stage(lf, cut.stage_balance);
+  setup.costs.backward = sum_by_stage(lb, cut.stage_balance);
+  setup.partitions =
+      o.partitions != 0 ? o.partitions : static_cast<int64_t>(cut.stage_balance.size()) / setup.v;
+}
+
+// Stage costs from --forward-costs/--backward-costs: one per device, default 1 and 2 x forward.
+void set_device_costs(const SimOptions& o, SimSetup& setup) {
+  GPIPE_CHECK(o.balance_text.empty() && o.balance_by.empty(), ConfigError,
+              "--balance and --balance-by need --layer-costs");
+  SimulationCosts device;
+  int64_t K = o.partitions;
+  if (!o.forward.empty()) device.forward = cli::parse_doubles(o.forward, "--forward-costs");
+  if (K == 0) K = device.forward.empty() ? 4 : static_cast<int64_t>(device.forward.size());
+  if (device.forward.empty()) device.forward.assign(K, 1.0);
+  if (!o.backward.empty()) {
+    device.backward = cli::parse_doubles(o.backward, "--backward-costs");
+  } else {
+    for (double f : device.forward)
+      device.backward.push_back(2 * f);
+  }
+  GPIPE_CHECK(static_cast<int64_t>(device.forward.size()) == K &&
+                  static_cast<int64_t>(device.backward.size()) == K,
+              ConfigError, "--forward-costs and --backward-costs have ", device.forward.size(),
+              " and ", device.backward.size(), " values but --partitions is ", K);
+  // Each device's cost shared evenly by its virtual stages.
+  const int64_t v = setup.v;
+  for (int64_t s = 0; s < K * v; ++s) {
+    const int64_t d = stage_device(setup.kind, K, v, s);
+    setup.costs.forward.push_back(device.forward[d] / static_cast<double>(v));
+    setup.costs.backward.push_back(device.backward[d] / static_cast<double>(v));
+  }
+  setup.partitions = K;
+}
+
+// The copy between stages in ms: --link's preset with the flags' overrides and boundary sizes.
+LinkModel link_costs(const SimOptions& o) {
+  // The preset and the flags are in seconds; costs here are ms.
+  auto link = link_preset(o.link_name);
+  if (o.latency_us >= 0) link.latency = o.latency_us * 1e-6;
+  if (o.bandwidth_gbs >= 0) link.bandwidth = o.bandwidth_gbs * 1e9;
+  auto link_ms = link.in_milliseconds();
+  if (!o.boundary_bytes.empty()) {
+    link_ms.boundary_bytes = cli::parse_doubles(o.boundary_bytes, "--boundary-bytes");
+  }
+  return link_ms;
+}
+
+// Checks the flags together and turns them into the schedule's shape and stage costs.
+SimSetup make_setup(const SimOptions& o) {
+  GPIPE_CHECK(o.chunks >= 1, ConfigError, "--chunks must be >= 1, got ", o.chunks);
+  GPIPE_CHECK(o.partitions >= 0, ConfigError, "--partitions must be >= 1, got ", o.partitions);
+  SimSetup setup;
+  setup.kind = parse_schedule_kind(o.schedule_name);
+  setup.checkpoint = parse_checkpoint(o.checkpoint_name);
+  setup.chunks = o.chunks;
+  setup.v = o.virtual_stages > 0 ? o.virtual_stages : default_virtual_stages(setup.kind);
+  // The lowered program holds about three actions per (stage, micro-batch): bound its size.
+  GPIPE_CHECK((o.partitions > 0 ? o.partitions : 4) * setup.v * o.chunks <= kMaxStageChunks,
+              ConfigError, "-K ", o.partitions, " x --virtual-stages ", setup.v, " x -M ", o.chunks,
+              " stage micro-batches is more than the simulator takes (", kMaxStageChunks, ")");
+  GPIPE_CHECK(o.virtual_stages >= 0, ConfigError, "--virtual-stages must be >= 1, got ",
+              o.virtual_stages);
+  if (!o.layer_costs.empty()) {
+    set_layer_costs(o, setup);
+  } else {
+    set_device_costs(o, setup);
+  }
+  if (!o.recompute.empty()) {
+    setup.costs.recompute = cli::parse_doubles(o.recompute, "--recompute-costs");
+  }
+  setup.costs.weight_fraction = o.weight_fraction;
+  setup.costs.link = link_costs(o);
+  return setup;
+}
+
+// The simulator's result with the setup that produced it, as the JSON output has it.
+nlohmann::json result_json(const SimSetup& setup, const SimulationResult& result) {
+  const auto& costs = setup.costs;
+  const int64_t K = setup.partitions;
+  const int64_t S = static_cast<int64_t>(costs.forward.size());
+  std::vector<double> stage_cost;
+  for (int64_t s = 0; s < S; ++s)
+    stage_cost.push_back(costs.forward[s] + costs.backward[s]);
+  const auto device_cost = sum_per_device(setup.kind, K, stage_cost);
+  const double max_stage = *std::max_element(device_cost.begin(), device_cost.end());
+  auto json = to_json(result);
+  json["time_unit"] = "ms";
+  json["partitions"] = K;
+  json["chunks"] = setup.chunks;
+  json["schedule"] = to_string(setup.kind);
+  json["virtual_stages"] = setup.v;
+  json["weight_fraction"] = costs.weight_fraction;
+  json["checkpoint"] = to_string(setup.checkpoint);
+  json["balance"] = setup.balance.empty() ? nlohmann::json(nullptr) : nlohmann::json(setup.balance);
+  json["max_stage_cost"] = max_stage;
+  json["forward_costs"] = costs.forward;
+  json["backward_costs"] = costs.backward;
+  json["ideal_bubble_fraction"] =
+      static_cast<double>(K - 1) / static_cast<double>(setup.chunks + K - 1);
+  return json;
+}
+
+// The simulated timeline as Chrome trace JSON, to compare with a measured one.
+nlohmann::json trace_json(const SimulationResult& result) {
+  auto trace = nlohmann::json::array();
+  for (const auto& e : result.events) {
+    trace.push_back(
+        {{"name", e.name},
+         {"ph", "X"},
+         {"ts", e.start * 1e3},  // ms -> us
+         {"dur", e.duration * 1e3},
+         {"pid", 0},
+         {"tid", e.device},
+         {"args",
+          {{"step", 0}, {"microbatch", e.microbatch}, {"virtual_stage", e.virtual_stage}}}});
+  }
+  return {{"traceEvents", trace}, {"displayTimeUnit", "ms"}};
+}
+
+// Simulates the step and reports it: the drawing on stderr (--draw), the JSON on stdout and in
+// --json, the timeline in --trace.
+int run_simulation(const SimOptions& o) {
+  const auto setup = make_setup(o);
+  const auto schedule = make_schedule(setup.kind, setup.partitions, setup.chunks, setup.v);
+  const auto result = simulate(schedule, setup.costs, setup.checkpoint);
+  auto json = result_json(setup, result);
+  if (o.draw) {
+    const auto rows = draw_schedule(schedule, setup.checkpoint);
+    json["drawing"] = rows;
+    for (const auto& row : rows)
+      std::cerr << row << "\n";
+  }
+  std::cout << json.dump(2) << std::endl;
+  if (!o.json_path.empty()) write_json_file(o.json_path, json);
+  if (!o.trace_path.empty()) write_json_file(o.trace_path, trace_json(result), -1);
+  return cli::kExitOk;
+}
+
+}  // namespace
+}  // namespace gpipe
+
+int main(int argc, char** argv) {
+  CLI::App app{"gpipe_sim: discrete-event simulation of a pipeline step from costs"};
+  gpipe::SimOptions options;
+  gpipe::add_flags(app, options);
+  return gpipe::cli::run_main(app, argc, argv, [&] { return gpipe::run_simulation(options); });
 }

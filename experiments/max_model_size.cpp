@@ -13,6 +13,7 @@
 // PREFIX.md, PREFIX.csv and PREFIX.json.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "common/cli.h"
@@ -21,8 +22,142 @@
 #include "tables/paper_figures.h"
 #include "tables/report.h"
 
+namespace gpipe {
+namespace {
+
+// The command line as given: an empty text or a zero count keeps the preset's value.
+struct TableFlags {
+  std::string preset = "quick", budget_text, models_text, configs_text, amoeba_layers,
+              amoeba_filters, transformer_layers, checkpoint_name = "always", optimizer;
+  std::string out = "results/max_model_size", json_path, log_level = "info";
+  int64_t chunks = 0, batch = 0, fixed_layers = -1;
+  int max_measurements = 0, threads = 0;
+};
+
+// Declares the flags; their checks reject a bad value before anything runs.
+void add_flags(CLI::App& app, TableFlags& f) {
+  app.add_option("--preset", f.preset,
+                 "quick: 64x64 AmoebaNet and a small Transformer-L, 96 MiB per device, under 20 "
+                 "minutes on 2 cores; paper: the paper's sizes, 8 GiB per device for AmoebaNet-D "
+                 "and 16 GiB for "
+                 "Transformer-L (needs 8 x 16 GiB of memory)")
+      ->capture_default_str()
+      ->check(cli::parsed_by([](const std::string& name) { tables::max_size_preset(name); }));
+  app.add_option(
+         "--memory-budget", f.budget_text,
+         "bytes per device for every model, e.g. 8GiB, 96MiB (default: the preset's; paper: "
+         "8GiB for AmoebaNet-D, 16GiB for Transformer-L, as the paper)")
+      ->check(cli::parsed_by([](const std::string& text) { tables::parse_bytes(text, ""); }));
+  app.add_option("--models", f.models_text,
+                 "comma list of amoebanet-d, transformer-l (default both)")
+      ->check(cli::name_list([](const std::string& m) { tables::check_paper_model("", m); }));
+  app.add_option("--configs", f.configs_text,
+                 "comma list of naive-1, pipeline-K (default naive-1,pipeline-1,pipeline-2,"
+                 "pipeline-4,pipeline-8)")
+      ->check(cli::name_list([](const std::string& c) { tables::parse_size_config(c); }));
+  app.add_option("--chunks,-M", f.chunks,
+                 "micro-batches of the pipeline-K configurations (default 8)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--batch,-N", f.batch, "mini-batch of every model (default: the preset's)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  app.add_option("--amoebanet-layers", f.amoeba_layers,
+                 "AmoebaNet-D L values to search, e.g. 6,12,18")
+      ->check(cli::int_list(1, 4096));
+  app.add_option("--amoebanet-filters", f.amoeba_filters,
+                 "AmoebaNet-D D values to search (multiples of 16), ascending")
+      ->check(cli::int_list(1, 1 << 16));
+  app.add_option("--amoebanet-fixed-layers", f.fixed_layers,
+                 "AmoebaNet-D L of naive-1, pipeline-1 and pipeline-2, which grow D only as the "
+                 "paper's Table 1 (default: the preset's, quick 6, paper 18; 0: search every L)")
+      ->check(CLI::Range(int64_t{0}, int64_t{4096}));
+  app.add_option("--transformer-layers", f.transformer_layers,
+                 "Transformer-L L values to search, ascending")
+      ->check(cli::int_list(1, 4096));
+  app.add_option("--checkpoint", f.checkpoint_name,
+                 "re-materialisation of pipeline-K: always | except_last | never")
+      ->capture_default_str()
+      ->check(cli::parsed_by([](const std::string& name) { parse_checkpoint(name); }));
+  app.add_option(
+         "--optimizer", f.optimizer,
+         "rmsprop (the default: the paper's Table 1 counts 12 bytes a parameter for every row) | "
+         "adam | sgd | auto (RMSProp for AmoebaNet, Adam for the Transformer)")
+      ->check(CLI::IsMember({"rmsprop", "adam", "sgd", "auto"}));
+  app.add_option("--max-measurements", f.max_measurements,
+                 "measured steps per model and configuration (default 6)")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--threads", f.threads,
+                 "intra-op threads of profiles and one-device steps (default: all)")
+      ->check(CLI::Range(0, 4096));
+  app.add_option("--out", f.out,
+                 "write OUT.md, OUT.csv and OUT.json (empty: print only; the PNG is "
+                 "scripts/plot_max_model_size.py OUT.json)")
+      ->capture_default_str()
+      ->check(cli::output_folder(/*allow_empty=*/true));
+  app.add_option("--json", f.json_path, "also write the JSON to this path")
+      ->check(cli::output_file());
+  cli::add_log_level_flag(app, f.log_level);
+}
+
+// The preset's models that --models names (all without it), with the batch and the sizes to
+// search that the flags give.
+std::vector<tables::MaxSizeModel> selected_models(const TableFlags& f,
+                                                  const std::vector<tables::MaxSizeModel>& all) {
+  const auto wanted = cli::parse_strings(f.models_text);
+  std::vector<tables::MaxSizeModel> models;
+  for (auto model : all) {
+    if (!wanted.empty() &&
+        std::find(wanted.begin(), wanted.end(), model.base.name()) == wanted.end()) {
+      continue;
+    }
+    if (f.batch != 0) model.batch = f.batch;
+    if (tables::is_amoebanet(model.base.name())) {
+      if (!f.amoeba_layers.empty())
+        model.layers = cli::parse_ints(f.amoeba_layers, "--amoebanet-layers");
+      if (f.fixed_layers >= 0) model.fixed_layers = f.fixed_layers;
+      if (!f.amoeba_filters.empty()) {
+        model.filters = cli::parse_ints(f.amoeba_filters, "--amoebanet-filters");
+      }
+    } else if (!f.transformer_layers.empty()) {
+      model.layers = cli::parse_ints(f.transformer_layers, "--transformer-layers");
+    }
+    models.push_back(model);
+  }
+  return models;
+}
+
+// The preset's search with the flags' overrides.
+tables::MaxSizeOptions search_options(const TableFlags& f) {
+  auto options = tables::max_size_preset(f.preset);
+  if (!f.budget_text.empty()) {
+    options.budget_bytes = tables::parse_bytes(f.budget_text, "--memory-budget");
+    for (auto& model : options.models)
+      model.budget_bytes = 0;
+  }
+  if (!f.configs_text.empty()) options.configs = cli::parse_strings(f.configs_text);
+  for (const auto& name : options.configs)
+    tables::parse_size_config(name);
+  if (f.chunks != 0) options.chunks = f.chunks;
+  options.checkpoint = parse_checkpoint(f.checkpoint_name);
+  if (!f.optimizer.empty()) options.optimizer = f.optimizer;
+  if (f.max_measurements != 0) options.max_measurements = f.max_measurements;
+  options.threads = f.threads;
+  options.models = selected_models(f, options.models);
+  return options;
+}
+
+// Searches the largest sizes and writes the table (--out, --json).
+int run_table(const TableFlags& f, int argc, char** argv) {
+  spdlog::set_level(spdlog::level::from_str(f.log_level));
+  auto result = tables::run_max_size(search_options(f));
+  result.command = cli::command_line(argc, argv);
+  tables::publish(result, f.out, f.json_path);
+  return cli::kExitOk;
+}
+
+}  // namespace
+}  // namespace gpipe
+
 int main(int argc, char** argv) {
-  using namespace gpipe;
   CLI::App app{
       "max_model_size: GPipe's Table 1 - the largest AmoebaNet-D (L, D) and Transformer-L whose "
       "training step fits a per-device memory budget, for naive-1 (one device, no "
@@ -34,112 +169,7 @@ int main(int argc, char** argv) {
       "from a per-layer memory profile, calibrates the prediction with each measured step, and "
       "reports only sizes whose measured step fitted. Run with OMP_WAIT_POLICY=PASSIVE (the "
       "wrapper experiments/max_model_size sets it)."};
-  std::string preset = "quick", budget_text, models_text, configs_text, amoeba_layers,
-              amoeba_filters, transformer_layers, checkpoint_name = "always", optimizer;
-  std::string out = "results/max_model_size", json_path, log_level = "info";
-  int64_t chunks = 0, batch = 0, fixed_layers = -1;
-  int max_measurements = 0, threads = 0;
-  app.add_option("--preset", preset,
-                 "quick: 64x64 AmoebaNet and a small Transformer-L, 96 MiB per device, under 20 "
-                 "minutes on 2 cores; paper: the paper's sizes, 8 GiB per device for AmoebaNet-D "
-                 "and 16 GiB for "
-                 "Transformer-L (needs 8 x 16 GiB of memory)")
-      ->capture_default_str()
-      ->check(cli::parsed_by([](const std::string& name) { tables::max_size_preset(name); }));
-  app.add_option(
-         "--memory-budget", budget_text,
-         "bytes per device for every model, e.g. 8GiB, 96MiB (default: the preset's; paper: "
-         "8GiB for AmoebaNet-D, 16GiB for Transformer-L, as the paper)")
-      ->check(cli::parsed_by([](const std::string& text) { tables::parse_bytes(text, ""); }));
-  app.add_option("--models", models_text, "comma list of amoebanet-d, transformer-l (default both)")
-      ->check(cli::name_list([](const std::string& m) { tables::check_paper_model("", m); }));
-  app.add_option("--configs", configs_text,
-                 "comma list of naive-1, pipeline-K (default naive-1,pipeline-1,pipeline-2,"
-                 "pipeline-4,pipeline-8)")
-      ->check(cli::name_list([](const std::string& c) { tables::parse_size_config(c); }));
-  app.add_option("--chunks,-M", chunks,
-                 "micro-batches of the pipeline-K configurations (default 8)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  app.add_option("--batch,-N", batch, "mini-batch of every model (default: the preset's)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
-  app.add_option("--amoebanet-layers", amoeba_layers,
-                 "AmoebaNet-D L values to search, e.g. 6,12,18")
-      ->check(cli::int_list(1, 4096));
-  app.add_option("--amoebanet-filters", amoeba_filters,
-                 "AmoebaNet-D D values to search (multiples of 16), ascending")
-      ->check(cli::int_list(1, 1 << 16));
-  app.add_option("--amoebanet-fixed-layers", fixed_layers,
-                 "AmoebaNet-D L of naive-1, pipeline-1 and pipeline-2, which grow D only as the "
-                 "paper's Table 1 (default: the preset's, quick 6, paper 18; 0: search every L)")
-      ->check(CLI::Range(int64_t{0}, int64_t{4096}));
-  app.add_option("--transformer-layers", transformer_layers,
-                 "Transformer-L L values to search, ascending")
-      ->check(cli::int_list(1, 4096));
-  app.add_option("--checkpoint", checkpoint_name,
-                 "re-materialisation of pipeline-K: always | except_last | never")
-      ->capture_default_str()
-      ->check(cli::parsed_by([](const std::string& name) { parse_checkpoint(name); }));
-  app.add_option(
-         "--optimizer", optimizer,
-         "rmsprop (the default: the paper's Table 1 counts 12 bytes a parameter for every row) | "
-         "adam | sgd | auto (RMSProp for AmoebaNet, Adam for the Transformer)")
-      ->check(CLI::IsMember({"rmsprop", "adam", "sgd", "auto"}));
-  app.add_option("--max-measurements", max_measurements,
-                 "measured steps per model and configuration (default 6)")
-      ->check(CLI::Range(1, 1000));
-  app.add_option("--threads", threads,
-                 "intra-op threads of profiles and one-device steps (default: all)")
-      ->check(CLI::Range(0, 4096));
-  app.add_option("--out", out,
-                 "write OUT.md, OUT.csv and OUT.json (empty: print only; the PNG is "
-                 "scripts/plot_max_model_size.py OUT.json)")
-      ->capture_default_str()
-      ->check(cli::output_folder(/*allow_empty=*/true));
-  app.add_option("--json", json_path, "also write the JSON to this path")
-      ->check(cli::output_file());
-  cli::add_log_level_flag(app, log_level);
-
-  return cli::run_main(app, argc, argv, [&] {
-    spdlog::set_level(spdlog::level::from_str(log_level));
-    auto options = tables::max_size_preset(preset);
-    if (!budget_text.empty()) {
-      options.budget_bytes = tables::parse_bytes(budget_text, "--memory-budget");
-      for (auto& model : options.models)
-        model.budget_bytes = 0;
-    }
-    if (!configs_text.empty()) options.configs = cli::parse_strings(configs_text);
-    for (const auto& name : options.configs)
-      tables::parse_size_config(name);
-    if (chunks != 0) options.chunks = chunks;
-    options.checkpoint = parse_checkpoint(checkpoint_name);
-    if (!optimizer.empty()) options.optimizer = optimizer;
-    if (max_measurements != 0) options.max_measurements = max_measurements;
-    options.threads = threads;
-    const auto wanted = cli::parse_strings(models_text);
-    std::vector<tables::MaxSizeModel> models;
-    for (auto model : options.models) {
-      if (!wanted.empty() &&
-          std::find(wanted.begin(), wanted.end(), model.base.name()) == wanted.end()) {
-        continue;
-      }
-      if (batch != 0) model.batch = batch;
-      if (tables::is_amoebanet(model.base.name())) {
-        if (!amoeba_layers.empty())
-          model.layers = cli::parse_ints(amoeba_layers, "--amoebanet-layers");
-        if (fixed_layers >= 0) model.fixed_layers = fixed_layers;
-        if (!amoeba_filters.empty()) {
-          model.filters = cli::parse_ints(amoeba_filters, "--amoebanet-filters");
-        }
-      } else if (!transformer_layers.empty()) {
-        model.layers = cli::parse_ints(transformer_layers, "--transformer-layers");
-      }
-      models.push_back(model);
-    }
-    options.models = models;
-
-    auto result = tables::run_max_size(options);
-    result.command = cli::command_line(argc, argv);
-    tables::publish(result, out, json_path);
-    return cli::kExitOk;
-  });
+  gpipe::TableFlags flags;
+  gpipe::add_flags(app, flags);
+  return gpipe::cli::run_main(app, argc, argv, [&] { return gpipe::run_table(flags, argc, argv); });
 }

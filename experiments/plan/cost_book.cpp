@@ -258,11 +258,11 @@ double CostBook::measure_calibration(const std::string& name, int warmup) {
   // machine; the slowest sets the step.
   std::vector<double> measured(replicas, 0.0);
   run_parallel(replicas, [&](int64_t r) {
-    tables::RunShape shape;
+    PipelineShape shape;
     shape.balance = balance;
-    shape.chunks = M;
+    shape.M = M;
     shape.checkpoint = checkpoint;
-    shape.threads_per_device = threads;
+    shape.threads = threads;
     for (int64_t k = r * K; k < (r + 1) * K; ++k)
       shape.devices.push_back(devices_.empty() ? "cpu:" + std::to_string(k) : devices_[k]);
     measured[r] = tables::measure_training(*builder, batch, shape, optimizer_, warmup, steps, seed_)

@@ -47,17 +47,19 @@ std::vector<double> backward_extra(const tables::LayerCosts& costs,
   return out;
 }
 
-// Candidate stage balances: exact min-max partitions by time, by memory and by blends.
+// Candidate stage balances: exact min-max partitions by time, by memory (parameters, their
+// gradients and optimizer state, and `kept_microbatches` micro-batches of activations) and by
+// blends of the two.
 std::vector<std::vector<int64_t>> candidate_balances(const tables::LayerCosts& costs,
                                                      int64_t stages, int64_t state_slots,
-                                                     int64_t kept_microbatches) {
+                                                     double kept_microbatches) {
   const int64_t n = costs.num_layers();
   std::vector<double> time(n), memory(n);
   double total_time = 0, total_memory = 0;
   for (int64_t i = 0; i < n; ++i) {
     time[i] = costs.forward_ms[i] + costs.backward_ms[i];
     memory[i] = costs.parameter_bytes[i] * static_cast<double>(2 + state_slots) +
-                costs.activation_bytes[i] * static_cast<double>(kept_microbatches);
+                costs.activation_bytes[i] * kept_microbatches;
     total_time += time[i];
     total_memory += memory[i];
   }
@@ -74,7 +76,7 @@ std::vector<std::vector<int64_t>> candidate_balances(const tables::LayerCosts& c
 }
 
 // The samples of one micro-batch of `shape`: the batch split over R replicas and M micro-batches.
-int64_t microbatch(const PlanRequest& request, const PlanShape& shape) {
+int64_t microbatch(const PlanRequest& request, const PipelineShape& shape) {
   GPIPE_CHECK(shape.R >= 1 && shape.M >= 1 && request.batch % (shape.R * shape.M) == 0, ConfigError,
               shape.describe(), ": R x M = ", shape.R * shape.M, " does not divide the batch of ",
               request.batch, "; pick an M that divides the batch of each replica (",
@@ -88,13 +90,13 @@ double Plan::max_peak_bytes() const {
   return peak_bytes.empty() ? 0 : *std::max_element(peak_bytes.begin(), peak_bytes.end());
 }
 
-std::vector<PlanShape> candidate_shapes(const PlanRequest& request, int64_t num_layers) {
+std::vector<PipelineShape> candidate_shapes(const PlanRequest& request, int64_t num_layers) {
   GPIPE_CHECK(request.batch >= 1, ConfigError, "--batch-size must be >= 1, got ", request.batch);
   GPIPE_CHECK(request.cores >= 1, ConfigError, "planning needs at least one device, got ",
               request.cores);
   const bool cpu = request.devices.empty();
   const int64_t n = cpu ? request.cores : static_cast<int64_t>(request.devices.size());
-  std::vector<PlanShape> shapes;
+  std::vector<PipelineShape> shapes;
   for (int64_t K = 1; K <= std::min(n, num_layers); ++K) {
     for (int64_t R = 1; K * R <= n; ++R) {
       // Accelerators: every device is used (K x R = n). CPU cores: K x R workers share them.
@@ -118,7 +120,15 @@ std::vector<PlanShape> candidate_shapes(const PlanRequest& request, int64_t num_
                {Checkpoint::kNever, Checkpoint::kExceptLast, Checkpoint::kAlways}) {
             // With one micro-batch, except_last checkpoints nothing: it is `never`.
             if (M == 1 && checkpoint == Checkpoint::kExceptLast) continue;
-            shapes.push_back({K, R, M, kind, v, checkpoint, threads});
+            PipelineShape shape;
+            shape.K = K;
+            shape.R = R;
+            shape.M = M;
+            shape.schedule = kind;
+            shape.v = v;
+            shape.checkpoint = checkpoint;
+            shape.threads = threads;
+            shapes.push_back(shape);
           }
         }
       }
@@ -195,12 +205,12 @@ std::vector<double> predict_peak_bytes(const tables::LayerCosts& costs, const Sc
 }
 
 std::string calibration_name(const CostBook& book, const PlanRequest& request,
-                             const PlanShape& shape) {
+                             const PipelineShape& shape) {
   return book.calibration_name(microbatch(request, shape), shape.threads, shape.K, shape.R, shape.M,
                                shape.checkpoint);
 }
 
-Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape,
+Plan predict(CostBook& book, const PlanRequest& request, const PipelineShape& shape,
              const std::vector<int64_t>& stage_balance) {
   // Isolated layer costs scaled to what real steps through the engine take, R replicas at once
   // (cost_book.h).
@@ -209,15 +219,18 @@ Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape,
                                   shape.M, shape.checkpoint));
 }
 
-Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape,
+Plan predict(CostBook& book, const PlanRequest& request, const PipelineShape& shape,
              const std::vector<int64_t>& stage_balance, double slowdown) {
   const int64_t micro = microbatch(request, shape);
   const auto& costs = book.at(micro, shape.threads).layers;
   const auto schedule = make_schedule(shape.schedule, shape.K, shape.M, shape.v);
   Plan plan;
   plan.shape = shape;
-  plan.stage_balance = stage_balance;
-  plan.balance = sum_per_device(shape.schedule, shape.K, stage_balance);
+  plan.shape.stage_balance = stage_balance;
+  plan.shape.balance = sum_per_device(shape.schedule, shape.K, stage_balance);
+  plan.shape.devices.clear();
+  for (int64_t d = 0; d < shape.K && !request.devices.empty(); ++d)
+    plan.shape.devices.push_back(request.devices[d]);
 
   auto sim_costs = tables::stage_costs_ms(costs, stage_balance, link_preset(request.link));
   for (auto* stages : {&sim_costs.forward, &sim_costs.backward, &sim_costs.recompute,
@@ -247,9 +260,17 @@ Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape,
   return plan;
 }
 
-Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape) {
+Plan predict(CostBook& book, const PlanRequest& request, const PipelineShape& shape) {
   const auto& costs = book.at(microbatch(request, shape), shape.threads).layers;
-  const int64_t kept = shape.checkpoint == Checkpoint::kNever ? std::min(shape.M, shape.K) : 1;
+  // Micro-batches whose activations a device holds at its peak: what the schedule keeps in
+  // flight (the replay's count, peak_inflight: M under gpipe, about K under 1f1b), or only each
+  // stage's input when re-materialising.
+  double kept = 1;
+  if (shape.checkpoint == Checkpoint::kNever) {
+    const auto inflight =
+        peak_inflight(make_schedule(shape.schedule, shape.K, shape.M, shape.virtual_stages()));
+    kept = *std::max_element(inflight.begin(), inflight.end());
+  }
   std::optional<Plan> fastest, smallest;
   for (const auto& balance :
        candidate_balances(costs, shape.K * shape.v, book.state_slots(), kept)) {
@@ -269,6 +290,8 @@ namespace {
 // of a Transformer's steps, and planning should stay within a minute.
 constexpr double kContenderSlack = 1.25;
 constexpr size_t kMaxContenders = 6;
+// Searches again after the contenders' rounds at most this many times (see search()).
+constexpr int kMaxRoundPasses = 4;
 // Extra rounds (PlanRequest::calibration_extra_rounds) go to the calibrations that decide the
 // closest contest only: those of the plans within this factor of the fastest, at most this many.
 constexpr double kCloseSlack = 1.10;
@@ -317,10 +340,13 @@ SearchResult search_once(CostBook& book, const PlanRequest& request) {
 SearchResult search(CostBook& book, const PlanRequest& request) {
   auto out = search_once(book, request);
   if (request.calibration_rounds <= 1 || out.ranked.empty()) return out;
-  // Each search after measuring predicts from the medians of every round so far.
-  const auto contenders =
-      calibrations_within(book, request, out.ranked, kContenderSlack, kMaxContenders);
-  if (book.calibrate_in_rounds(contenders, request.calibration_rounds) > 0) {
+  // Each search after measuring predicts from the medians of every round so far. The medians can
+  // crown a plan whose calibration was not a contender (on a busy machine they did): its rounds
+  // are then taken too, until the winner's calibration has them all (a few passes at most).
+  for (int pass = 0; pass < kMaxRoundPasses && !out.ranked.empty(); ++pass) {
+    const auto contenders =
+        calibrations_within(book, request, out.ranked, kContenderSlack, kMaxContenders);
+    if (book.calibrate_in_rounds(contenders, request.calibration_rounds) == 0) break;
     out = search_once(book, request);
   }
   if (request.calibration_extra_rounds == 0 || out.ranked.empty()) return out;

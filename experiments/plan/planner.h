@@ -30,36 +30,20 @@
 #include <string>
 #include <vector>
 
+#include "common/pipeline_shape.h"
 #include "gpipe/schedule.h"
 #include "gpipe/stage.h"
 #include "plan/cost_book.h"
 
 namespace gpipe::plan {
 
-// The choices of one plan, apart from the balance.
-struct PlanShape {
-  int64_t K = 1;  // pipeline devices per replica
-  int64_t R = 1;  // data-parallel replicas (processes over c10d when > 1)
-  int64_t M = 1;  // micro-batches of each replica's batch
-  ScheduleKind schedule = ScheduleKind::kGPipe;
-  int64_t v = 1;  // virtual stages per device
-  Checkpoint checkpoint = Checkpoint::kNever;
-  int threads = 1;  // intra-op threads per device
-
-  std::string describe() const;
-};
-
-// "K=2,M=8,schedule=1f1b,checkpoint=never,threads=1" (R, v and threads default to 1, v to the
-// schedule's own); throws ConfigError naming a bad key or value.
-PlanShape parse_plan_shape(const std::string& text);
-
 struct Plan {
-  PlanShape shape;
-  std::vector<int64_t> stage_balance;  // layers per virtual stage (K*v, model order)
-  std::vector<int64_t> balance;        // layers per device
-  double pipeline_ms = 0;              // the simulated schedule
-  double update_ms = 0;                // the slowest device's optimizer step
-  double allreduce_ms = 0;             // gradient all-reduce over R replicas
+  // The configuration, run as it is: v is the schedule's, stage_balance holds K x v entries
+  // (model order) and balance their sums per device; devices are the request's first K.
+  PipelineShape shape;
+  double pipeline_ms = 0;   // the simulated schedule
+  double update_ms = 0;     // the slowest device's optimizer step
+  double allreduce_ms = 0;  // gradient all-reduce over R replicas
   double step_ms = 0;
   double bubble_fraction = 0;
   double samples_per_s = 0;
@@ -92,7 +76,8 @@ struct PlanRequest {
   // Measurements of each contending plan's calibration (CostBook::calibrate_in_rounds): after a
   // first search, the calibrations of the plans predicted within 1.25x of the fastest (at most
   // 6 calibrations, the fastest plans' first) are measured in rounds, all in turn, and the search
-  // repeated on their medians. 1: one measurement each.
+  // repeated on their medians, again while the winner's calibration lacks rounds (4 passes at
+  // most). 1: one measurement each.
   int calibration_rounds = 3;
   // Then, for the calibrations of the plans now within 1.10x of the fastest (at most 3), up to
   // this many rounds more while their rounds spread over 10% (slowest over fastest;
@@ -102,7 +87,7 @@ struct PlanRequest {
 };
 
 // Every shape the search considers for a model of `num_layers` layers.
-std::vector<PlanShape> candidate_shapes(const PlanRequest& request, int64_t num_layers);
+std::vector<PipelineShape> candidate_shapes(const PlanRequest& request, int64_t num_layers);
 
 // Predicted peak bytes of each device of `schedule` (compute actions; lowered here with
 // `checkpoint`) when virtual stage s holds `stage_balance[s]` layers of `costs`.
@@ -112,16 +97,16 @@ std::vector<double> predict_peak_bytes(const tables::LayerCosts& costs, const Sc
 
 // The calibration (CostBook::calibration_name) a plan of `shape` is predicted with.
 std::string calibration_name(const CostBook& book, const PlanRequest& request,
-                             const PlanShape& shape);
+                             const PipelineShape& shape);
 
 // `shape` with the given stage balance, predicted.
-Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape,
+Plan predict(CostBook& book, const PlanRequest& request, const PipelineShape& shape,
              const std::vector<int64_t>& stage_balance);
 // The same with its compute scaled by `slowdown` instead of the book's calibration.
-Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape,
+Plan predict(CostBook& book, const PlanRequest& request, const PipelineShape& shape,
              const std::vector<int64_t>& stage_balance, double slowdown);
 // `shape` with its best balance: the fastest that fits, or the smallest peak when none fits.
-Plan predict(CostBook& book, const PlanRequest& request, const PlanShape& shape);
+Plan predict(CostBook& book, const PlanRequest& request, const PipelineShape& shape);
 
 struct SearchResult {
   std::vector<Plan> ranked;      // plans that fit, fastest first
@@ -139,10 +124,6 @@ void add_measurement(Plan& plan, const std::vector<double>& steps_ms,
 // Runs `plan` (R = 1 only) in this process for `warmup` + `steps` training steps on a synthetic
 // batch and adds them as one round (add_measurement).
 void verify(Plan& plan, CostBook& book, const PlanRequest& request, int warmup = 2, int steps = 5);
-
-// The gpipe_train flags that run `plan` (--partitions, --balance or --stage-balance, --chunks,
-// --schedule, --virtual-stages, --checkpoint, --threads-per-device, --devices).
-std::vector<std::string> train_flags(const Plan& plan, const PlanRequest& request);
 
 nlohmann::json to_json(const Plan& plan, const PlanRequest& request);
 

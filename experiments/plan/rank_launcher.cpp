@@ -125,7 +125,7 @@ void verify_in_processes(Plan& plan, const PlanRequest& request, const std::stri
   std::filesystem::remove_all(dir);
   const auto summary = (dir / "summary.json").string();
   auto args = train_args;
-  for (const auto& f : train_flags(plan, request))
+  for (const auto& f : to_flags(plan.shape))
     args.push_back(f);
   args.insert(args.end(), {"--distributed", "--steps", std::to_string(warmup + steps), "--json",
                            summary, "--progress", "off", "--eval-every", "-1"});

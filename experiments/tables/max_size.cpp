@@ -205,6 +205,191 @@ int64_t MaxSizeRow::max_peak_bytes() const {
   return max_of(peak_bytes_per_device);
 }
 
+namespace {
+
+// What the searches of one run share across configurations: parameter counts and memory
+// profiles, by model configuration.
+struct SizeCaches {
+  std::map<std::string, int64_t> parameters;
+  std::map<std::string, MemoryProfile> profiles;
+};
+
+// The search for the largest member of one model's families under one configuration (naive-1,
+// pipeline-K): predictions from memory profiles, real training steps to measure, and the row the
+// largest fit becomes.
+class ConfigSearch {
+ public:
+  ConfigSearch(const MaxSizeOptions& options, const MaxSizeModel& model, const std::string& name,
+               int threads, SizeCaches& caches)
+      : options_(options),
+        model_(model),
+        name_(name),
+        config_(parse_size_config(name)),
+        K_(config_.partitions),
+        families_(size_families(model, config_)),
+        budget_(static_cast<double>(options.budget_for(model))),
+        optimizer_(resolve_optimizer(options.optimizer, model.base.name())),
+        micro_(model.batch / options.chunks),
+        threads_(threads),
+        caches_(caches) {
+    shape_.batch = model.batch;
+    shape_.chunks = config_.pipelined ? options.chunks : 1;
+    shape_.recompute = config_.pipelined && options.checkpoint != Checkpoint::kNever;
+    shape_.state_slots = optimizer_state_slots(optimizer_);
+  }
+
+  // Searches and returns the row of the largest size that fits; throws ConfigError when none does.
+  MaxSizeRow run(std::chrono::steady_clock::time_point started) {
+    SearchCallbacks callbacks;
+    size_t sizes = 0;
+    for (const auto& f : families_) {
+      callbacks.family_sizes.push_back(f.size());
+      sizes += f.size();
+    }
+    callbacks.parameters = [this](const SearchPoint& p) {
+      return static_cast<double>(parameters(config_at(p)));
+    };
+    callbacks.predicted_bytes = [this](const SearchPoint& p) { return predicted_bytes(p); };
+    callbacks.measured_bytes = [this](const SearchPoint& p) { return measured_bytes(p); };
+    spdlog::info("{} {}: searching {} sizes within {} per device", model_.base.name(), name_, sizes,
+                 format_bytes(budget_));
+    const auto outcome = search_largest(callbacks, budget_, options_.max_measurements);
+    if (!outcome.best) {
+      std::ostringstream tried;
+      for (const auto& s : outcome.steps) {
+        tried << " " << size_label(config_at(s.point)) << " peaked at "
+              << format_bytes(s.measured_bytes) << ";";
+      }
+      throw ConfigError(c10::str("--memory-budget ", format_bytes(budget_),
+                                 " is too small for any ", model_.base.name(), " in ", name_,
+                                 ": the smallest sizes measured do not fit (", tried.str(),
+                                 " ). Raise --memory-budget or search smaller sizes"));
+    }
+    auto row = make_row(outcome);
+    spdlog::info("{} {}: largest {} with {} parameters ({:.1f} s so far)", row.model, name_,
+                 row.size, format_count(static_cast<double>(row.parameters)), elapsed_s(started));
+    return row;
+  }
+
+ private:
+  const models::ModelConfig& config_at(const SearchPoint& p) const {
+    return families_.at(p.family).at(p.member);
+  }
+
+  int64_t parameters(const models::ModelConfig& c) {
+    const auto key = config_key(c);
+    auto it = caches_.parameters.find(key);
+    if (it == caches_.parameters.end()) {
+      it = caches_.parameters.emplace(key, models::make_model(c)->count_parameters()).first;
+    }
+    return it->second;
+  }
+
+  const MemoryProfile& profile(const models::ModelConfig& c) {
+    const auto key = config_key(c);
+    auto it = caches_.profiles.find(key);
+    if (it == caches_.profiles.end()) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const auto builder = models::make_model(c);
+      MemoryProfile p = profile_memory(builder->build(), builder->sample_batch(micro_, 2),
+                                       DeviceSpec::parse("cpu:0"), threads_);
+      spdlog::debug("{} {}: memory profile at micro-batch {} in {:.1f} s", c.name(), size_label(c),
+                    micro_, elapsed_s(t0));
+      it = caches_.profiles.emplace(key, std::move(p)).first;
+    }
+    return it->second;
+  }
+
+  std::vector<int64_t> balance_of(const models::ModelConfig& c) {
+    const auto& p = profile(c);
+    return K_ == 1 ? std::vector<int64_t>{p.num_layers()} : balance_by_memory(p, shape_, K_);
+  }
+
+  double predicted_bytes(const SearchPoint& p) {
+    const auto& c = config_at(p);
+    // Sizes whose state alone, perfectly spread, is far over budget need no profile.
+    const double state = static_cast<double>(parameters(c) * bytes_per_parameter(optimizer_)) /
+                         static_cast<double>(K_);
+    if (state > 2 * budget_) return state;
+    const auto stages = predict_stage_bytes(profile(c), balance_of(c), shape_);
+    return *std::max_element(stages.begin(), stages.end());
+  }
+
+  // One real training step of the size on K CPU devices: its largest per-device peak.
+  double measured_bytes(const SearchPoint& p) {
+    const auto& c = config_at(p);
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto builder = models::make_model(c);
+    PipelineShape run;
+    run.balance = balance_of(c);
+    for (int64_t s = 0; s < K_; ++s)
+      run.devices.push_back(c10::str("cpu:", s));
+    run.M = shape_.chunks;
+    run.checkpoint = checkpoint();
+    run.threads = K_ == 1 ? threads_ : 1;
+    auto m = measure_training(*builder, builder->sample_batch(model_.batch, 1), run, optimizer_,
+                              /*warmup=*/1, /*steps=*/1);
+    const double peak = static_cast<double>(max_of(m.peak_bytes));
+    spdlog::info(
+        "{} {} {}: {} parameters, balance {}, peak {} per device ({} budget), "
+        "step in {:.1f} s",
+        c.name(), name_, size_label(c), format_count(parameters(c)), c10::Join(",", run.balance),
+        format_bytes(peak), peak <= budget_ ? "fits the" : "over the", elapsed_s(t0));
+    measured_[{p.family, p.member}] = std::move(m);
+    return peak;
+  }
+
+  Checkpoint checkpoint() const {
+    return config_.pipelined ? options_.checkpoint : Checkpoint::kNever;
+  }
+
+  MaxSizeRow make_row(const SearchOutcome& outcome) {
+    const auto& best = *outcome.best;
+    const auto& chosen = config_at(best);
+    const auto& m = measured_.at({best.family, best.member});
+    MaxSizeRow row;
+    row.model = model_.base.name();
+    row.config = name_;
+    row.partitions = K_;
+    row.chunks = shape_.chunks;
+    row.checkpoint = to_string(checkpoint());
+    row.budget_bytes = options_.budget_for(model_);
+    row.chosen = chosen;
+    row.size = size_label(chosen);
+    row.parameters = parameters(chosen);
+    row.parameter_bytes = row.parameters * 4;
+    row.bytes_per_parameter = bytes_per_parameter(optimizer_);
+    row.balance = balance_of(chosen);
+    row.peak_bytes_per_device = m.peak_bytes;
+    row.state_bytes_per_device = m.state_bytes;
+    row.peak_activation_bytes_per_device = m.peak_activation_bytes;
+    row.predicted_bytes_per_device = predict_stage_bytes(profile(chosen), row.balance, shape_);
+    row.scale = outcome.scale;
+    for (const auto& s : outcome.steps) {
+      row.search.push_back({size_label(config_at(s.point)), static_cast<int64_t>(s.parameters),
+                            s.predicted_bytes, s.scale, s.measured_bytes, s.fits});
+    }
+    row.paper = paper_table1_entry(row.model, row.config);
+    return row;
+  }
+
+  const MaxSizeOptions& options_;
+  const MaxSizeModel& model_;
+  const std::string name_;
+  const SizeConfig config_;
+  const int64_t K_;
+  const std::vector<std::vector<models::ModelConfig>> families_;
+  const double budget_;
+  const std::string optimizer_;
+  const int64_t micro_;
+  const int threads_;
+  SizeCaches& caches_;
+  MemoryShape shape_;
+  std::map<std::pair<size_t, size_t>, TrainingMeasurement> measured_;
+};
+
+}  // namespace
+
 MaxSizeResult run_max_size(const MaxSizeOptions& options) {
   const int64_t machine = physical_memory_bytes();
   validate(options, machine);
@@ -215,143 +400,10 @@ MaxSizeResult run_max_size(const MaxSizeOptions& options) {
                     {"physical_memory_bytes", machine},
                     {"load_average_before", load_average()}};
   const int threads = options.threads > 0 ? options.threads : hardware_threads();
-  const DeviceSpec profile_device = DeviceSpec::parse("cpu:0");
-  std::map<std::string, int64_t> parameter_cache;
-  std::map<std::string, MemoryProfile> profile_cache;
+  SizeCaches caches;
   for (const auto& model : options.models) {
-    const double budget = static_cast<double>(options.budget_for(model));
-    const std::string optimizer = resolve_optimizer(options.optimizer, model.base.name());
-    const int64_t slots = optimizer_state_slots(optimizer);
-    const int64_t micro = model.batch / options.chunks;
-    for (const auto& name : options.configs) {
-      const SizeConfig config = parse_size_config(name);
-      const int64_t K = config.partitions;
-      const auto families = size_families(model, config);
-      MemoryShape shape;
-      shape.batch = model.batch;
-      shape.chunks = config.pipelined ? options.chunks : 1;
-      shape.recompute = config.pipelined && options.checkpoint != Checkpoint::kNever;
-      shape.state_slots = slots;
-      const auto config_at = [&](const SearchPoint& p) -> const models::ModelConfig& {
-        return families.at(p.family).at(p.member);
-      };
-      const auto parameters = [&](const models::ModelConfig& c) {
-        const auto key = config_key(c);
-        auto it = parameter_cache.find(key);
-        if (it == parameter_cache.end()) {
-          it = parameter_cache.emplace(key, models::make_model(c)->count_parameters()).first;
-        }
-        return it->second;
-      };
-      const auto profile = [&](const models::ModelConfig& c) -> const MemoryProfile& {
-        const auto key = config_key(c);
-        auto it = profile_cache.find(key);
-        if (it == profile_cache.end()) {
-          const auto t0 = std::chrono::steady_clock::now();
-          const auto builder = models::make_model(c);
-          MemoryProfile p = profile_memory(builder->build(), builder->sample_batch(micro, 2),
-                                           profile_device, threads);
-          spdlog::debug("{} {}: memory profile at micro-batch {} in {:.1f} s", c.name(),
-                        size_label(c), micro, elapsed_s(t0));
-          it = profile_cache.emplace(key, std::move(p)).first;
-        }
-        return it->second;
-      };
-      const auto balance_of = [&](const models::ModelConfig& c) {
-        const auto& p = profile(c);
-        return K == 1 ? std::vector<int64_t>{p.num_layers()} : balance_by_memory(p, shape, K);
-      };
-
-      std::map<std::pair<size_t, size_t>, TrainingMeasurement> measured;
-      SearchCallbacks callbacks;
-      for (const auto& f : families)
-        callbacks.family_sizes.push_back(f.size());
-      callbacks.parameters = [&](const SearchPoint& p) {
-        return static_cast<double>(parameters(config_at(p)));
-      };
-      callbacks.predicted_bytes = [&](const SearchPoint& p) {
-        const auto& c = config_at(p);
-        // Sizes whose state alone, perfectly spread, is far over budget need no profile.
-        const double state = static_cast<double>(parameters(c) * bytes_per_parameter(optimizer)) /
-                             static_cast<double>(K);
-        if (state > 2 * budget) return state;
-        const auto stages = predict_stage_bytes(profile(c), balance_of(c), shape);
-        return *std::max_element(stages.begin(), stages.end());
-      };
-      callbacks.measured_bytes = [&](const SearchPoint& p) {
-        const auto& c = config_at(p);
-        const auto t0 = std::chrono::steady_clock::now();
-        const auto builder = models::make_model(c);
-        RunShape run;
-        run.balance = balance_of(c);
-        for (int64_t s = 0; s < K; ++s)
-          run.devices.push_back(c10::str("cpu:", s));
-        run.chunks = shape.chunks;
-        run.checkpoint = config.pipelined ? options.checkpoint : Checkpoint::kNever;
-        run.threads_per_device = K == 1 ? threads : 1;
-        auto m = measure_training(*builder, builder->sample_batch(model.batch, 1), run, optimizer,
-                                  /*warmup=*/1, /*steps=*/1);
-        const double peak = static_cast<double>(max_of(m.peak_bytes));
-        spdlog::info(
-            "{} {} {}: {} parameters, balance {}, peak {} per device ({} budget), "
-            "step in {:.1f} s",
-            c.name(), name, size_label(c), format_count(parameters(c)), c10::Join(",", run.balance),
-            format_bytes(peak), peak <= budget ? "fits the" : "over the", elapsed_s(t0));
-        measured[{p.family, p.member}] = std::move(m);
-        return peak;
-      };
-
-      spdlog::info(
-          "{} {}: searching {} sizes within {} per device", model.base.name(), name,
-          [&] {
-            size_t n = 0;
-            for (const auto& f : families)
-              n += f.size();
-            return n;
-          }(),
-          format_bytes(budget));
-      const auto outcome = search_largest(callbacks, budget, options.max_measurements);
-      if (!outcome.best) {
-        std::ostringstream tried;
-        for (const auto& s : outcome.steps) {
-          tried << " " << size_label(config_at(s.point)) << " peaked at "
-                << format_bytes(s.measured_bytes) << ";";
-        }
-        throw ConfigError(c10::str("--memory-budget ", format_bytes(budget),
-                                   " is too small for any ", model.base.name(), " in ", name,
-                                   ": the smallest sizes measured do not fit (", tried.str(),
-                                   " ). Raise --memory-budget or search smaller sizes"));
-      }
-      const auto& best = *outcome.best;
-      const auto& chosen = config_at(best);
-      const auto& m = measured.at({best.family, best.member});
-      MaxSizeRow row;
-      row.model = model.base.name();
-      row.config = name;
-      row.partitions = K;
-      row.chunks = shape.chunks;
-      row.checkpoint = to_string(config.pipelined ? options.checkpoint : Checkpoint::kNever);
-      row.budget_bytes = options.budget_for(model);
-      row.chosen = chosen;
-      row.size = size_label(chosen);
-      row.parameters = parameters(chosen);
-      row.parameter_bytes = row.parameters * 4;
-      row.bytes_per_parameter = bytes_per_parameter(optimizer);
-      row.balance = balance_of(chosen);
-      row.peak_bytes_per_device = m.peak_bytes;
-      row.state_bytes_per_device = m.state_bytes;
-      row.peak_activation_bytes_per_device = m.peak_activation_bytes;
-      row.predicted_bytes_per_device = predict_stage_bytes(profile(chosen), row.balance, shape);
-      row.scale = outcome.scale;
-      for (const auto& s : outcome.steps) {
-        row.search.push_back({size_label(config_at(s.point)), static_cast<int64_t>(s.parameters),
-                              s.predicted_bytes, s.scale, s.measured_bytes, s.fits});
-      }
-      row.paper = paper_table1_entry(row.model, row.config);
-      spdlog::info("{} {}: largest {} with {} parameters ({:.1f} s so far)", row.model, name,
-                   row.size, format_count(static_cast<double>(row.parameters)), elapsed_s(started));
-      result.rows.push_back(row);
-    }
+    for (const auto& name : options.configs)
+      result.rows.push_back(ConfigSearch(options, model, name, threads, caches).run(started));
   }
   result.machine["load_average_after"] = load_average();
   result.seconds = elapsed_s(started);

@@ -14,78 +14,86 @@ nlohmann::json filters_json(const MaxSizeRow& r) {
   return is_amoebanet(r.model) ? nlohmann::json(r.chosen.amoebanet().filters()) : nlohmann::json();
 }
 
+// One row: the size found, its measured memory, the search that led to it, the paper's entry.
+nlohmann::json row_json(const MaxSizeRow& r) {
+  nlohmann::json search = nlohmann::json::array();
+  for (const auto& s : r.search) {
+    search.push_back({{"size", s.size},
+                      {"parameters", s.parameters},
+                      {"predicted_bytes", s.predicted_bytes},
+                      {"scale", s.scale},
+                      {"measured_bytes", s.measured_bytes},
+                      {"fits", s.fits}});
+  }
+  nlohmann::json paper = nullptr;
+  if (r.paper) {
+    paper = {{"size", r.paper->size},
+             {"parameters", r.paper->parameters},
+             {"parameter_memory_gb", r.paper->parameter_gb},
+             {"peak_activation_memory_gb", r.paper->activation_gb},
+             {"hardware", paper_table1_hardware(r.model)}};
+  }
+  return {{"model", r.model},
+          {"config", r.config},
+          {"partitions", r.partitions},
+          {"chunks", r.chunks},
+          {"checkpoint", r.checkpoint},
+          {"budget_bytes", r.budget_bytes},
+          {"size", r.size},
+          {"layers", models::int_knob(r.chosen, "layers")},
+          {"filters", filters_json(r)},
+          {"L", models::int_knob(r.chosen, "layers")},
+          {"D", filters_json(r)},
+          {"parameters", r.parameters},
+          {"parameter_bytes", r.parameter_bytes},
+          {"bytes_per_parameter", r.bytes_per_parameter},
+          {"parameter_memory_bytes", r.parameters * r.bytes_per_parameter},
+          {"state_bytes", r.state_bytes()},
+          {"peak_activation_bytes", r.peak_activation_bytes()},
+          {"peak_bytes_per_device", r.peak_bytes_per_device},
+          {"state_bytes_per_device", r.state_bytes_per_device},
+          {"peak_activation_bytes_per_device", r.peak_activation_bytes_per_device},
+          {"predicted_bytes_per_device", r.predicted_bytes_per_device},
+          {"calibration_scale", r.scale},
+          {"balance", r.balance},
+          {"search", search},
+          {"paper", paper}};
+}
+
+// One searched model: its family's knobs and its budget.
+nlohmann::json model_json(const MaxSizeModel& m, const MaxSizeOptions& o) {
+  nlohmann::json knobs = {{"model", m.base.name()},
+                          {"batch", m.batch},
+                          {"layers", m.layers},
+                          {"budget_bytes", o.budget_for(m)}};
+  if (is_amoebanet(m.base.name())) {
+    knobs.update({{"filters", m.filters},
+                  {"fixed_layers", m.fixed_layers},
+                  {"grow_depth_from", m.grow_depth_from},
+                  {"image_size", m.base.amoebanet().image_size()},
+                  {"channels", m.base.amoebanet().channels()},
+                  {"classes", m.base.amoebanet().classes()}});
+  } else {
+    const auto& t = m.base.transformer();
+    knobs.update({{"d_model", t.d_model()},
+                  {"ffn", t.ffn()},
+                  {"heads", t.heads()},
+                  {"vocab", t.vocab()},
+                  {"seq_len", t.seq_len()}});
+  }
+  return knobs;
+}
+
 }  // namespace
 
 nlohmann::json to_json(const MaxSizeResult& result) {
   const auto& o = result.options;
   nlohmann::json rows = nlohmann::json::array();
-  for (const auto& r : result.rows) {
-    nlohmann::json search = nlohmann::json::array();
-    for (const auto& s : r.search) {
-      search.push_back({{"size", s.size},
-                        {"parameters", s.parameters},
-                        {"predicted_bytes", s.predicted_bytes},
-                        {"scale", s.scale},
-                        {"measured_bytes", s.measured_bytes},
-                        {"fits", s.fits}});
-    }
-    nlohmann::json paper = nullptr;
-    if (r.paper) {
-      paper = {{"size", r.paper->size},
-               {"parameters", r.paper->parameters},
-               {"parameter_memory_gb", r.paper->parameter_gb},
-               {"peak_activation_memory_gb", r.paper->activation_gb},
-               {"hardware", paper_table1_hardware(r.model)}};
-    }
-    rows.push_back({{"model", r.model},
-                    {"config", r.config},
-                    {"partitions", r.partitions},
-                    {"chunks", r.chunks},
-                    {"checkpoint", r.checkpoint},
-                    {"budget_bytes", r.budget_bytes},
-                    {"size", r.size},
-                    {"layers", models::int_knob(r.chosen, "layers")},
-                    {"filters", filters_json(r)},
-                    {"L", models::int_knob(r.chosen, "layers")},
-                    {"D", filters_json(r)},
-                    {"parameters", r.parameters},
-                    {"parameter_bytes", r.parameter_bytes},
-                    {"bytes_per_parameter", r.bytes_per_parameter},
-                    {"parameter_memory_bytes", r.parameters * r.bytes_per_parameter},
-                    {"state_bytes", r.state_bytes()},
-                    {"peak_activation_bytes", r.peak_activation_bytes()},
-                    {"peak_bytes_per_device", r.peak_bytes_per_device},
-                    {"state_bytes_per_device", r.state_bytes_per_device},
-                    {"peak_activation_bytes_per_device", r.peak_activation_bytes_per_device},
-                    {"predicted_bytes_per_device", r.predicted_bytes_per_device},
-                    {"calibration_scale", r.scale},
-                    {"balance", r.balance},
-                    {"search", search},
-                    {"paper", paper}});
-  }
+  for (const auto& r : result.rows)
+    rows.push_back(row_json(r));
   nlohmann::json models = nlohmann::json::array();
-  for (const auto& m : o.models) {
-    nlohmann::json knobs = {{"model", m.base.name()},
-                            {"batch", m.batch},
-                            {"layers", m.layers},
-                            {"budget_bytes", o.budget_for(m)}};
-    if (is_amoebanet(m.base.name())) {
-      knobs.update({{"filters", m.filters},
-                    {"fixed_layers", m.fixed_layers},
-                    {"grow_depth_from", m.grow_depth_from},
-                    {"image_size", m.base.amoebanet().image_size()},
-                    {"channels", m.base.amoebanet().channels()},
-                    {"classes", m.base.amoebanet().classes()}});
-    } else {
-      const auto& t = m.base.transformer();
-      knobs.update({{"d_model", t.d_model()},
-                    {"ffn", t.ffn()},
-                    {"heads", t.heads()},
-                    {"vocab", t.vocab()},
-                    {"seq_len", t.seq_len()}});
-    }
-    models.push_back(knobs);
-  }
+  for (const auto& m : o.models)
+    models.push_back(model_json(m, o));
   nlohmann::json ratios = nlohmann::json::object();
   for (const auto& m : o.models) {
     const auto p1 = parameter_ratio(result, m.base.name(), "pipeline-1", "naive-1");
@@ -108,6 +116,75 @@ nlohmann::json to_json(const MaxSizeResult& result) {
           {"parameter_ratios", ratios},
           {"rows", rows}};
 }
+
+namespace {
+
+// A model's section: its knobs and budget, the table of its configurations beside the paper's,
+// and the parameter ratios.
+void model_section(std::ostringstream& out, const MaxSizeResult& result, const MaxSizeModel& m) {
+  const auto& o = result.options;
+  const bool amoeba = is_amoebanet(m.base.name());
+  out << "## " << (amoeba ? "AmoebaNet-D (L, D)" : "Transformer-L") << "\n\n";
+  if (amoeba) {
+    const auto& a = m.base.amoebanet();
+    out << a.image_size() << "x" << a.image_size() << "x" << a.channels() << " images, "
+        << a.classes() << " classes, mini-batch " << m.batch;
+    if (m.fixed_layers > 0) {
+      out << ", L=" << m.fixed_layers << " fixed below pipeline-" << m.grow_depth_from;
+    }
+  } else {
+    const auto& t = m.base.transformer();
+    out << "d_model " << t.d_model() << ", ffn " << t.ffn() << ", " << t.heads()
+        << " heads, vocabulary " << t.vocab() << ", sequence " << t.seq_len() << ", mini-batch "
+        << m.batch;
+  }
+  out << "; budget **" << format_bytes(static_cast<double>(o.budget_for(m)))
+      << " per device**.\n\n";
+  const int64_t per_parameter = bytes_per_parameter(resolve_optimizer(o.optimizer, m.base.name()));
+  TextTable table({"config", amoeba ? "(L, D)" : "L", "parameters",
+                   c10::str("parameter memory (", per_parameter, " B a parameter)"),
+                   "parameters + gradients + optimizer state", "peak activation memory",
+                   "peak per device", "balance", "paper size", "paper parameters",
+                   "paper parameter memory", "paper peak activation"},
+                  {false, false, true, true, true, true, false, false, false, true, true, true});
+  for (const auto& r : result.rows) {
+    if (r.model != m.base.name()) continue;
+    std::vector<std::string> peaks;
+    for (int64_t b : r.peak_bytes_per_device)
+      peaks.push_back(format_bytes(static_cast<double>(b)));
+    table.add_row({r.config, r.size, format_count(static_cast<double>(r.parameters)),
+                   format_bytes(static_cast<double>(r.parameters * r.bytes_per_parameter)),
+                   format_bytes(static_cast<double>(r.state_bytes())),
+                   format_bytes(static_cast<double>(r.peak_activation_bytes())),
+                   c10::Join(", ", peaks), c10::Join("+", r.balance), r.paper ? r.paper->size : "-",
+                   r.paper ? format_count(r.paper->parameters) : "-",
+                   r.paper ? fixed(r.paper->parameter_gb, 2) + " GB" : "-",
+                   r.paper ? fixed(r.paper->activation_gb, 2) + " GB" : "-"});
+  }
+  out << table.markdown() << "\n";
+  const auto p1 = parameter_ratio(result, m.base.name(), "pipeline-1", "naive-1");
+  const auto p8 = parameter_ratio(result, m.base.name(), "pipeline-8", "pipeline-1");
+  const auto paper_p1 = paper_table1_entry(m.base.name(), "pipeline-1");
+  const auto paper_n1 = paper_table1_entry(m.base.name(), "naive-1");
+  const auto paper_p8 = paper_table1_entry(m.base.name(), "pipeline-8");
+  if (p1) {
+    out << "- pipeline-1 / naive-1 parameters: **" << fixed(*p1, 2) << "x**";
+    if (paper_p1 && paper_n1) {
+      out << " (paper: " << fixed(paper_p1->parameters / paper_n1->parameters, 1) << "x)";
+    }
+    out << "\n";
+  }
+  if (p8) {
+    out << "- pipeline-8 / pipeline-1 parameters: **" << fixed(*p8, 2) << "x**";
+    if (paper_p8 && paper_p1) {
+      out << " (paper: " << fixed(paper_p8->parameters / paper_p1->parameters, 1) << "x)";
+    }
+    out << "\n";
+  }
+  out << "\n";
+}
+
+}  // namespace
 
 std::string to_csv(const MaxSizeResult& result) {
   TextTable table({"model", "config", "size", "layers", "filters", "parameters", "parameter_bytes",
@@ -156,69 +233,8 @@ std::string to_markdown(const MaxSizeResult& result) {
       << paper_table1_hardware("amoebanet-d")
       << ", image 224, mini-batch 128; Transformer-L: " << paper_table1_hardware("transformer-l")
       << ", pipeline-1/8/32/128 only), not ours.\n\n";
-  for (const auto& m : o.models) {
-    const bool amoeba = is_amoebanet(m.base.name());
-    out << "## " << (amoeba ? "AmoebaNet-D (L, D)" : "Transformer-L") << "\n\n";
-    if (amoeba) {
-      const auto& a = m.base.amoebanet();
-      out << a.image_size() << "x" << a.image_size() << "x" << a.channels() << " images, "
-          << a.classes() << " classes, mini-batch " << m.batch;
-      if (m.fixed_layers > 0) {
-        out << ", L=" << m.fixed_layers << " fixed below pipeline-" << m.grow_depth_from;
-      }
-    } else {
-      const auto& t = m.base.transformer();
-      out << "d_model " << t.d_model() << ", ffn " << t.ffn() << ", " << t.heads()
-          << " heads, vocabulary " << t.vocab() << ", sequence " << t.seq_len() << ", mini-batch "
-          << m.batch;
-    }
-    out << "; budget **" << format_bytes(static_cast<double>(o.budget_for(m)))
-        << " per device**.\n\n";
-    const int64_t per_parameter =
-        bytes_per_parameter(resolve_optimizer(o.optimizer, m.base.name()));
-    TextTable table({"config", amoeba ? "(L, D)" : "L", "parameters",
-                     c10::str("parameter memory (", per_parameter, " B a parameter)"),
-                     "parameters + gradients + optimizer state", "peak activation memory",
-                     "peak per device", "balance", "paper size", "paper parameters",
-                     "paper parameter memory", "paper peak activation"},
-                    {false, false, true, true, true, true, false, false, false, true, true, true});
-    for (const auto& r : result.rows) {
-      if (r.model != m.base.name()) continue;
-      std::vector<std::string> peaks;
-      for (int64_t b : r.peak_bytes_per_device)
-        peaks.push_back(format_bytes(static_cast<double>(b)));
-      table.add_row({r.config, r.size, format_count(static_cast<double>(r.parameters)),
-                     format_bytes(static_cast<double>(r.parameters * r.bytes_per_parameter)),
-                     format_bytes(static_cast<double>(r.state_bytes())),
-                     format_bytes(static_cast<double>(r.peak_activation_bytes())),
-                     c10::Join(", ", peaks), c10::Join("+", r.balance),
-                     r.paper ? r.paper->size : "-",
-                     r.paper ? format_count(r.paper->parameters) : "-",
-                     r.paper ? fixed(r.paper->parameter_gb, 2) + " GB" : "-",
-                     r.paper ? fixed(r.paper->activation_gb, 2) + " GB" : "-"});
-    }
-    out << table.markdown() << "\n";
-    const auto p1 = parameter_ratio(result, m.base.name(), "pipeline-1", "naive-1");
-    const auto p8 = parameter_ratio(result, m.base.name(), "pipeline-8", "pipeline-1");
-    const auto paper_p1 = paper_table1_entry(m.base.name(), "pipeline-1");
-    const auto paper_n1 = paper_table1_entry(m.base.name(), "naive-1");
-    const auto paper_p8 = paper_table1_entry(m.base.name(), "pipeline-8");
-    if (p1) {
-      out << "- pipeline-1 / naive-1 parameters: **" << fixed(*p1, 2) << "x**";
-      if (paper_p1 && paper_n1) {
-        out << " (paper: " << fixed(paper_p1->parameters / paper_n1->parameters, 1) << "x)";
-      }
-      out << "\n";
-    }
-    if (p8) {
-      out << "- pipeline-8 / pipeline-1 parameters: **" << fixed(*p8, 2) << "x**";
-      if (paper_p8 && paper_p1) {
-        out << " (paper: " << fixed(paper_p8->parameters / paper_p1->parameters, 1) << "x)";
-      }
-      out << "\n";
-    }
-    out << "\n";
-  }
+  for (const auto& m : o.models)
+    model_section(out, result, m);
   out << "## Search\n\nEach row's measured steps, in order (predicted: the memory model before "
          "calibration; scale: measured / predicted of the step before).\n\n";
   TextTable search(

@@ -166,12 +166,12 @@ OneDeviceCalibration calibrate_one_device(const models::ModelBuilder& builder,
                                           int64_t M, Checkpoint checkpoint,
                                           const std::string& device, const std::string& optimizer,
                                           int warmup, int steps) {
-  RunShape shape;
+  PipelineShape shape;
   shape.balance = {costs.num_layers()};
   shape.devices = {device};
-  shape.chunks = M;
+  shape.M = M;
   shape.checkpoint = checkpoint;
-  shape.threads_per_device = 1;
+  shape.threads = 1;
   OneDeviceCalibration out;
   out.projected_ms = project_step(costs, 1, M, checkpoint, link_preset("none")).step_ms;
   out.measured_ms =

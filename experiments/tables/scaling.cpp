@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -118,11 +119,63 @@ void normalise(std::vector<ScalingRow>& rows, const std::string& table, int64_t 
   }
 }
 
-ScalingResult run_scaling(const ScalingOptions& options) {
-  validate(options);
-  const auto started = std::chrono::steady_clock::now();
-  ScalingResult result;
-  result.options = options;
+namespace {
+
+// Warns that `what` ran beside other work: its timing is not this machine's own.
+void warn_if_busy(const std::string& what, double other_cores) {
+  if (other_cores > 0.25) {
+    spdlog::warn(
+        "{}: other processes kept {:.2f} cores busy meanwhile; its timing is slower "
+        "than this machine can do",
+        what, other_cores);
+  }
+}
+
+// Per model and micro-batch: the (calibrated) layer costs, who else used the CPU while they
+// were profiled, and the calibration.
+struct Profiled {
+  LayerCosts costs;
+  double other_cores = 0;
+  double calibration = 1;
+};
+
+// Each check round of a measured run: its projected and measured samples/s and calibration.
+using CheckRounds = std::vector<std::tuple<double, double, double>>;
+
+// What every row of run_scaling shares: the options, the result it fills, where the layers are
+// profiled, and the caches that keep one profile per model and micro-batch and one measurement
+// per run (a run that several tables ask for is measured once).
+struct ScalingRun {
+  ScalingRun(const ScalingOptions& options_in, ScalingResult& result_in)
+      : options(options_in),
+        result(result_in),
+        profile_device(DeviceSpec::parse(options_in.device_type + ":0")),
+        memory(physical_memory_bytes()) {}
+
+  const ScalingOptions& options;
+  ScalingResult& result;
+  const DeviceSpec profile_device;
+  const int64_t memory;  // physical memory, 0 if unknown
+  std::map<std::string, Profiled> costs_cache;
+  std::map<std::string, TrainingMeasurement> measured_cache;
+  std::set<std::string> checked;
+  std::map<std::string, CheckRounds> check_rounds;  // per measured run
+};
+
+// One model of one table, built once for all its rows.
+struct ModelRun {
+  const ScalingTableSpec& table;
+  const TableLink& link;  // the table's
+  const ScalingModel& model;
+  const std::unique_ptr<models::ModelBuilder> builder;
+  const std::string optimizer;
+  const bool can_measure;  // its state fits this machine's memory
+  const models::SampleBatch full_batch;
+};
+
+// Resolves how many devices the measured rows may use and records the machine the tables run
+// on, warning when other work already loads it.
+void describe_machine(const ScalingOptions& options, ScalingResult& result) {
   const int64_t present = devices_present(options.device_type);
   result.max_measured_k = options.max_measured_k > 0 ? options.max_measured_k : present;
   GPIPE_CHECK(result.max_measured_k <= present, ConfigError, "--max-measured-k ",
@@ -141,13 +194,17 @@ ScalingResult run_scaling(const ScalingOptions& options) {
         "profiles behind the projections suffer less); rerun on an idle machine",
         load[0].get<double>());
   }
-  const DeviceSpec profile_device = DeviceSpec::parse(options.device_type + ":0");
-  const int64_t memory = physical_memory_bytes();
+}
 
+// Each table's link model. A scaled link needs this machine's GEMM rate, measured once on the
+// profile device when the first table asks for it.
+void resolve_links(ScalingRun& run) {
+  const auto& options = run.options;
+  auto& result = run.result;
   double machine_flops = 0;
   for (const auto& table : options.tables) {
     if (is_scaled_link(table.link) && machine_flops == 0) {
-      machine_flops = measure_gemm_flops(profile_device, options.profile.threads());
+      machine_flops = measure_gemm_flops(run.profile_device, options.profile.threads());
       result.machine["gemm_flops"] = machine_flops;
       result.machine["gemm_threads"] = options.profile.threads();
     }
@@ -157,211 +214,256 @@ ScalingResult run_scaling(const ScalingOptions& options) {
       spdlog::info(
           "{} link {}: {} does {:.1f} GFLOP/s ({} thread(s) on a CPU), {:.3g} of a {}, so the "
           "link gets {:.3g} MB/s and {:.3g} ms a message",
-          table.id, link.name, profile_device.str(), machine_flops / 1e9, options.profile.threads(),
-          link.factor, link.accelerator, link.link.bandwidth / 1e6, link.link.latency * 1e3);
+          table.id, link.name, run.profile_device.str(), machine_flops / 1e9,
+          options.profile.threads(), link.factor, link.accelerator, link.link.bandwidth / 1e6,
+          link.link.latency * 1e3);
     }
   }
+}
 
-  // Per model and micro-batch: the (calibrated) layer costs, who else used the CPU while they
-  // were profiled, and the calibration.
-  struct Profiled {
-    LayerCosts costs;
-    double other_cores = 0;
-    double calibration = 1;
-  };
-  std::map<std::string, Profiled> costs_cache;
-  auto warn_if_busy = [](const std::string& what, double other_cores) {
-    if (other_cores > 0.25) {
-      spdlog::warn(
-          "{}: other processes kept {:.2f} cores busy meanwhile; its timing is slower "
-          "than this machine can do",
-          what, other_cores);
-    }
-  };
-  std::map<std::string, TrainingMeasurement> measured_cache;
-  std::set<std::string> checked;
-  // Per measured run: each check round's projected and measured samples/s and calibration.
-  std::map<std::string, std::vector<std::tuple<double, double, double>>> check_rounds;
-  for (const auto& table : options.tables) {
-    const auto& link = result.links.at(table.id);
-    for (const auto& model : table.models) {
-      const auto builder = models::make_model(model.config);
-      const std::string optimizer = resolve_optimizer(options.optimizer, model.config.name());
-      const int64_t parameters = builder->count_parameters();
-      // Parameters, gradients and optimizer state of the whole model, for the measured runs.
-      const int64_t state_bytes = parameters * bytes_per_parameter(optimizer);
-      const bool can_measure = memory == 0 || state_bytes < memory * 6 / 10;
-      if (!can_measure) {
-        spdlog::warn(
-            "{}: {} of parameters, gradients and {} state is more than this machine's "
-            "memory allows ({}); its rows are projected only",
-            model.label, format_bytes(static_cast<double>(state_bytes)), optimizer,
-            format_bytes(static_cast<double>(memory)));
-      }
-      const auto full_batch = builder->sample_batch(model.batch, /*seed=*/1);
-      for (int64_t M : table.chunks) {
-        const int64_t micro = model.batch / M;
-        const std::string costs_key = c10::str(model_key(model), "/b", micro);
-        // Profiles every layer at this micro-batch (logged with who else used the CPU), then
-        // calibrates the costs by a one-device step where the model can be measured.
-        auto profile = [&] {
-          const auto t0 = std::chrono::steady_clock::now();
-          spdlog::info("{}: profiling {} layers at micro-batch {} (M={})", model.label,
-                       builder->num_layers(), micro, M);
-          const auto layers = builder->build();
-          const CpuMeter cpu;
-          auto c =
-              measure_layer_costs(layers, builder->sample_batch(micro, /*seed=*/2), builder->loss(),
-                                  profile_device, make_optimizer(optimizer), options.profile);
-          double forward = c.loss_forward_ms, backward = c.loss_backward_ms, update = 0;
-          for (int64_t i = 0; i < c.num_layers(); ++i) {
-            forward += c.forward_ms[i];
-            backward += c.backward_ms[i];
-            update += c.update_ms[i];
-          }
-          spdlog::info(
-              "{}: micro-batch {}: forward {:.1f} ms, backward {:.1f} ms ({:.2f} ms "
-              "per sample), update {:.1f} ms; profiled in {:.1f} s",
-              model.label, micro, forward, backward,
-              (forward + backward) / static_cast<double>(micro), update, elapsed_s(t0));
-          const double other_cores = cpu.read().other_cores;
-          warn_if_busy(c10::str(model.label, " profile at micro-batch ", micro), other_cores);
-          if (!options.calibrate || !can_measure) return Profiled{std::move(c), other_cores, 1.0};
-          const auto t1 = std::chrono::steady_clock::now();
-          const auto calibration = calibrate_one_device(
-              *builder, full_batch, c, M, options.checkpoint, options.device_type + ":0", optimizer,
-              options.warmup_steps, options.calibration_steps);
-          spdlog::info(
-              "{}: calibration at M={}: a one-device step took {:.1f} ms, its projection "
-              "{:.1f} ms, so the projections' compute costs are scaled by {:.3f} ({:.1f} s)",
-              model.label, M, calibration.measured_ms, calibration.projected_ms,
-              calibration.ratio(), elapsed_s(t1));
-          return Profiled{scaled_compute(std::move(c), calibration.ratio()), other_cores,
-                          calibration.ratio()};
-        };
-        if (!costs_cache.count(costs_key)) costs_cache[costs_key] = profile();
-        const auto& profiled = costs_cache.at(costs_key);
-        const auto& costs = profiled.costs;
-        for (int64_t K : table.partitions) {
-          const auto balance = balance_by_time(costs, K);
-          const auto projection = project_step(costs, K, M, options.checkpoint, link.link, balance);
-          const auto unlinked =
-              project_step(costs, K, M, options.checkpoint, link_preset("none"), balance);
-          ScalingRow row;
-          row.table = table.id;
-          row.model = model.config.name();
-          row.label = model.label;
-          row.K = K;
-          row.M = M;
-          row.batch = model.batch;
-          row.source = "projected";
-          row.link = table.link;
-          row.step_ms = projection.step_ms;
-          row.samples_per_s = samples_per_second(model.batch, projection.step_ms);
-          row.bubble_fraction = projection.bubble_fraction;
-          row.comm_fraction = 1.0 - unlinked.step_ms / projection.step_ms;
-          const bool breakdown = table.id == "table2";
-          if (breakdown) {
-            auto b = simulated_breakdown(costs, K, M, options.checkpoint, link.link, balance);
-            b.model = row.model;
-            result.breakdown.rows.push_back(b);
-          }
-          row.balance = balance;
-          row.other_cores = profiled.other_cores;
-          row.calibration = profiled.calibration;
-          row.paper_speedup = paper_speedup(table.id, row.model, K, M);
-          result.rows.push_back(row);
-          if (K > result.max_measured_k || !can_measure) continue;
-
-          // Under a scaled link a run on CPU virtual devices imposes it (they otherwise share
-          // memory); real devices have their own link.
-          const bool impose = link.scaled() && options.device_type == "cpu";
-          const std::string measured_link = impose                         ? link.name
-                                            : options.device_type == "cpu" ? "none"
-                                                                           : "device";
-          const std::string run_key =
-              c10::str(model_key(model), "/K", K, "/M", M, "/", measured_link);
-          const auto& local_link = impose ? link.link : link_preset("none");
-          if (!measured_cache.count(run_key)) {
-            // With check rounds, each round profiles (and calibrates) afresh right before its
-            // measurement.
-            auto& rounds = check_rounds[run_key];
-            for (int r = 0; r < options.check_rounds; ++r) {
-              const auto fresh = options.check_rounds > 1 ? profile() : profiled;
-              const auto t0 = std::chrono::steady_clock::now();
-              spdlog::info("{}: measuring K={} M={} (balance {}) on {} {} devices, link {}{}",
-                           model.label, K, M, c10::Join(",", balance), K, options.device_type,
-                           measured_link,
-                           options.check_rounds > 1
-                               ? c10::str(", round ", r + 1, " of ", options.check_rounds)
-                               : "");
-              RunShape shape;
-              shape.balance = balance;
-              shape.devices = devices_for(options.device_type, K);
-              shape.chunks = M;
-              shape.checkpoint = options.checkpoint;
-              shape.threads_per_device = 1;
-              if (impose) shape.link = link.link;
-              auto m = measure_training(*builder, full_batch, shape, optimizer,
-                                        options.warmup_steps, options.timed_steps);
-              spdlog::info(
-                  "{}: K={} M={}: {:.1f} ms per step, {:.2f} cores busy (measured in {:.1f} "
-                  "s)",
-                  model.label, K, M, m.median_step_ms, m.cpu.own_cores, elapsed_s(t0));
-              warn_if_busy(c10::str(model.label, " K=", K, " M=", M), m.cpu.other_cores);
-              const auto projected =
-                  project_step(fresh.costs, K, M, options.checkpoint, local_link, balance);
-              rounds.push_back({samples_per_second(model.batch, projected.step_ms),
-                                samples_per_second(model.batch, m.median_step_ms),
-                                fresh.calibration});
-              if (r == 0) measured_cache[run_key] = std::move(m);
-            }
-          }
-          const auto& measured = measured_cache.at(run_key);
-          ScalingRow mrow = row;
-          mrow.source = "measured";
-          mrow.link = measured_link;
-          mrow.step_ms = measured.median_step_ms;
-          mrow.samples_per_s = samples_per_second(model.batch, measured.median_step_ms);
-          mrow.bubble_fraction.reset();
-          mrow.other_cores = measured.cpu.other_cores;
-          result.rows.push_back(mrow);
-          if (breakdown) {
-            auto b = simulated_breakdown(costs, K, M, options.checkpoint,
-                                         impose ? link.link : link_preset("none"), balance);
-            b.model = row.model;
-            result.breakdown.rows.push_back(
-                measured_breakdown(measured.last_step_events, measured.step_ms.back(), b));
-          }
-          if (checked.insert(run_key).second) {
-            // The projection on the link the run had: the scaled one, or none (CPU virtual
-            // devices share memory).
-            ProjectionCheck check;
-            check.model = row.model;
-            check.label = row.label;
-            check.K = K;
-            check.M = M;
-            check.link = measured_link;
-            std::vector<double> projected, measured_rate;
-            for (const auto& [p, m, calibration] : check_rounds.at(run_key)) {
-              projected.push_back(p);
-              measured_rate.push_back(m);
-              check.round_errors.push_back(p / m - 1.0);
-              check.round_calibrations.push_back(calibration);
-            }
-            check.measured_samples_per_s = median(measured_rate);
-            check.projected_samples_per_s = median(projected);
-            check.other_cores_measured = mrow.other_cores;
-            check.other_cores_profiled = row.other_cores;
-            result.checks.push_back(check);
-          }
-        }
-      }
-    }
-    normalise(result.rows, table.id, table.base_K, table.base_M);
+// Builds `model` of `table` and decides whether its rows can be measured here.
+ModelRun prepare_model(const ScalingRun& run, const ScalingTableSpec& table,
+                       const ScalingModel& model) {
+  auto builder = models::make_model(model.config);
+  const std::string optimizer = resolve_optimizer(run.options.optimizer, model.config.name());
+  const int64_t parameters = builder->count_parameters();
+  // Parameters, gradients and optimizer state of the whole model, for the measured runs.
+  const int64_t state_bytes = parameters * bytes_per_parameter(optimizer);
+  const bool can_measure = run.memory == 0 || state_bytes < run.memory * 6 / 10;
+  if (!can_measure) {
+    spdlog::warn(
+        "{}: {} of parameters, gradients and {} state is more than this machine's "
+        "memory allows ({}); its rows are projected only",
+        model.label, format_bytes(static_cast<double>(state_bytes)), optimizer,
+        format_bytes(static_cast<double>(run.memory)));
   }
-  result.machine["load_average_after"] = load_average();
-  result.seconds = elapsed_s(started);
+  auto full_batch = builder->sample_batch(model.batch, /*seed=*/1);
+  const auto& link = run.result.links.at(table.id);
+  return ModelRun{
+      table, link, model, std::move(builder), optimizer, can_measure, std::move(full_batch)};
+}
+
+// Profiles every layer at this micro-batch (logged with who else used the CPU), then
+// calibrates the costs by a one-device step where the model can be measured.
+Profiled profile_layers(const ScalingRun& run, const ModelRun& mr, int64_t M) {
+  const auto& options = run.options;
+  const auto& model = mr.model;
+  const auto& builder = mr.builder;
+  const int64_t micro = model.batch / M;
+  const auto t0 = std::chrono::steady_clock::now();
+  spdlog::info("{}: profiling {} layers at micro-batch {} (M={})", model.label,
+               builder->num_layers(), micro, M);
+  const auto layers = builder->build();
+  const CpuMeter cpu;
+  auto c = measure_layer_costs(layers, builder->sample_batch(micro, /*seed=*/2), builder->loss(),
+                               run.profile_device, make_optimizer(mr.optimizer), options.profile);
+  double forward = c.loss_forward_ms, backward = c.loss_backward_ms, update = 0;
+  for (int64_t i = 0; i < c.num_layers(); ++i) {
+    forward += c.forward_ms[i];
+    backward += c.backward_ms[i];
+    update += c.update_ms[i];
+  }
+  spdlog::info(
+      "{}: micro-batch {}: forward {:.1f} ms, backward {:.1f} ms ({:.2f} ms "
+      "per sample), update {:.1f} ms; profiled in {:.1f} s",
+      model.label, micro, forward, backward, (forward + backward) / static_cast<double>(micro),
+      update, elapsed_s(t0));
+  const double other_cores = cpu.read().other_cores;
+  warn_if_busy(c10::str(model.label, " profile at micro-batch ", micro), other_cores);
+  if (!options.calibrate || !mr.can_measure) return Profiled{std::move(c), other_cores, 1.0};
+  const auto t1 = std::chrono::steady_clock::now();
+  const auto calibration = calibrate_one_device(*builder, mr.full_batch, c, M, options.checkpoint,
+                                                options.device_type + ":0", mr.optimizer,
+                                                options.warmup_steps, options.calibration_steps);
+  spdlog::info(
+      "{}: calibration at M={}: a one-device step took {:.1f} ms, its projection "
+      "{:.1f} ms, so the projections' compute costs are scaled by {:.3f} ({:.1f} s)",
+      model.label, M, calibration.measured_ms, calibration.projected_ms, calibration.ratio(),
+      elapsed_s(t1));
+  return Profiled{scaled_compute(std::move(c), calibration.ratio()), other_cores,
+                  calibration.ratio()};
+}
+
+// The layer costs of `mr` at M, profiled the first time a table asks for them.
+const Profiled& profiled_at(ScalingRun& run, const ModelRun& mr, int64_t M) {
+  const std::string costs_key = c10::str(model_key(mr.model), "/b", mr.model.batch / M);
+  if (!run.costs_cache.count(costs_key)) run.costs_cache[costs_key] = profile_layers(run, mr, M);
+  return run.costs_cache.at(costs_key);
+}
+
+// The projected row at K and M: the simulated step on the table's link, its bubble and the
+// share the link adds; Table 2 also gets the row's simulated breakdown.
+ScalingRow projected_row(ScalingRun& run, const ModelRun& mr, const Profiled& profiled, int64_t K,
+                         int64_t M) {
+  const auto& options = run.options;
+  const auto& costs = profiled.costs;
+  const auto& link = mr.link;
+  const auto balance = balance_by_time(costs, K);
+  const auto projection = project_step(costs, K, M, options.checkpoint, link.link, balance);
+  const auto unlinked = project_step(costs, K, M, options.checkpoint, link_preset("none"), balance);
+  ScalingRow row;
+  row.table = mr.table.id;
+  row.model = mr.model.config.name();
+  row.label = mr.model.label;
+  row.K = K;
+  row.M = M;
+  row.batch = mr.model.batch;
+  row.source = "projected";
+  row.link = mr.table.link;
+  row.step_ms = projection.step_ms;
+  row.samples_per_s = samples_per_second(mr.model.batch, projection.step_ms);
+  row.bubble_fraction = projection.bubble_fraction;
+  row.comm_fraction = 1.0 - unlinked.step_ms / projection.step_ms;
+  if (mr.table.id == "table2") {
+    auto b = simulated_breakdown(costs, K, M, options.checkpoint, link.link, balance);
+    b.model = row.model;
+    run.result.breakdown.rows.push_back(b);
+  }
+  row.balance = balance;
+  row.other_cores = profiled.other_cores;
+  row.calibration = profiled.calibration;
+  row.paper_speedup = paper_speedup(mr.table.id, row.model, K, M);
+  return row;
+}
+
+// The link a measured run has. Under a scaled link a run on CPU virtual devices imposes it
+// (they otherwise share memory); real devices have their own link.
+struct MeasuredLink {
+  bool impose = false;
+  std::string name;  // the scaled link's name, "none" (CPU virtual devices) or "device"
+  LinkModel local;   // what its projection assumes: the imposed link, or none
+};
+
+MeasuredLink measured_link_for(const ScalingOptions& options, const TableLink& link) {
+  MeasuredLink out;
+  out.impose = link.scaled() && options.device_type == "cpu";
+  out.name = out.impose ? link.name : options.device_type == "cpu" ? "none" : "device";
+  out.local = out.impose ? link.link : link_preset("none");
+  return out;
+}
+
+// One measured run of `row`'s K, M and balance on K devices (round r of the check rounds).
+TrainingMeasurement measure_once(const ScalingRun& run, const ModelRun& mr, const ScalingRow& row,
+                                 const MeasuredLink& measured_link, int r) {
+  const auto& options = run.options;
+  const auto& model = mr.model;
+  const int64_t K = row.K, M = row.M;
+  const auto t0 = std::chrono::steady_clock::now();
+  spdlog::info(
+      "{}: measuring K={} M={} (balance {}) on {} {} devices, link {}{}", model.label, K, M,
+      c10::Join(",", row.balance), K, options.device_type, measured_link.name,
+      options.check_rounds > 1 ? c10::str(", round ", r + 1, " of ", options.check_rounds) : "");
+  PipelineShape shape;
+  shape.balance = row.balance;
+  shape.devices = devices_for(options.device_type, K);
+  shape.M = M;
+  shape.checkpoint = options.checkpoint;
+  shape.threads = 1;
+  auto m = measure_training(*mr.builder, mr.full_batch, shape, mr.optimizer, options.warmup_steps,
+                            options.timed_steps, /*seed=*/1,
+                            measured_link.impose ? mr.link.link : LinkModel{});
+  spdlog::info(
+      "{}: K={} M={}: {:.1f} ms per step, {:.2f} cores busy (measured in {:.1f} "
+      "s)",
+      model.label, K, M, m.median_step_ms, m.cpu.own_cores, elapsed_s(t0));
+  warn_if_busy(c10::str(model.label, " K=", K, " M=", M), m.cpu.other_cores);
+  return m;
+}
+
+// Measures `row`'s run for every check round, keeping round 0's measurement under `run_key`
+// and every round's projected and measured samples/s. With check rounds, each round profiles
+// (and calibrates) afresh right before its measurement.
+void measure_rounds(ScalingRun& run, const ModelRun& mr, const Profiled& profiled,
+                    const ScalingRow& row, const MeasuredLink& measured_link,
+                    const std::string& run_key) {
+  const auto& options = run.options;
+  auto& rounds = run.check_rounds[run_key];
+  for (int r = 0; r < options.check_rounds; ++r) {
+    const auto fresh = options.check_rounds > 1 ? profile_layers(run, mr, row.M) : profiled;
+    auto m = measure_once(run, mr, row, measured_link, r);
+    const auto projected = project_step(fresh.costs, row.K, row.M, options.checkpoint,
+                                        measured_link.local, row.balance);
+    rounds.push_back({samples_per_second(mr.model.batch, projected.step_ms),
+                      samples_per_second(mr.model.batch, m.median_step_ms), fresh.calibration});
+    if (r == 0) run.measured_cache[run_key] = std::move(m);
+  }
+}
+
+// The projection check of a measured run against its projected twin `row`: the medians over
+// the rounds, each round's error and calibration. The projection is on the link the run had:
+// the scaled one, or none (CPU virtual devices share memory).
+ProjectionCheck projection_check(const ScalingRow& row, const ScalingRow& mrow,
+                                 const CheckRounds& rounds) {
+  ProjectionCheck check;
+  check.model = row.model;
+  check.label = row.label;
+  check.K = row.K;
+  check.M = row.M;
+  check.link = mrow.link;
+  std::vector<double> projected, measured_rate;
+  for (const auto& [p, m, calibration] : rounds) {
+    projected.push_back(p);
+    measured_rate.push_back(m);
+    check.round_errors.push_back(p / m - 1.0);
+    check.round_calibrations.push_back(calibration);
+  }
+  check.measured_samples_per_s = median(measured_rate);
+  check.projected_samples_per_s = median(projected);
+  check.other_cores_measured = mrow.other_cores;
+  check.other_cores_profiled = row.other_cores;
+  return check;
+}
+
+// The measured twin of the projected `row` (measured once per run, whichever tables ask), its
+// measured breakdown for Table 2 and, the first time the run is seen, its projection check.
+void add_measured_row(ScalingRun& run, const ModelRun& mr, const Profiled& profiled,
+                      const ScalingRow& row) {
+  const auto& options = run.options;
+  const auto measured_link = measured_link_for(options, mr.link);
+  const std::string run_key =
+      c10::str(model_key(mr.model), "/K", row.K, "/M", row.M, "/", measured_link.name);
+  if (!run.measured_cache.count(run_key)) {
+    measure_rounds(run, mr, profiled, row, measured_link, run_key);
+  }
+  const auto& measured = run.measured_cache.at(run_key);
+  ScalingRow mrow = row;
+  mrow.source = "measured";
+  mrow.link = measured_link.name;
+  mrow.step_ms = measured.median_step_ms;
+  mrow.samples_per_s = samples_per_second(mr.model.batch, measured.median_step_ms);
+  mrow.bubble_fraction.reset();
+  mrow.other_cores = measured.cpu.other_cores;
+  run.result.rows.push_back(mrow);
+  if (mr.table.id == "table2") {
+    auto b = simulated_breakdown(profiled.costs, row.K, row.M, options.checkpoint,
+                                 measured_link.local, row.balance);
+    b.model = row.model;
+    run.result.breakdown.rows.push_back(
+        measured_breakdown(measured.last_step_events, measured.step_ms.back(), b));
+  }
+  if (run.checked.insert(run_key).second) {
+    run.result.checks.push_back(projection_check(row, mrow, run.check_rounds.at(run_key)));
+  }
+}
+
+// Every row of one model of one table: for each M its profile, for each K the projected row
+// and, where K devices exist and the model fits, the measured one.
+void add_model_rows(ScalingRun& run, const ScalingTableSpec& table, const ScalingModel& model) {
+  const auto mr = prepare_model(run, table, model);
+  for (int64_t M : table.chunks) {
+    const auto& profiled = profiled_at(run, mr, M);
+    for (int64_t K : table.partitions) {
+      const auto row = projected_row(run, mr, profiled, K, M);
+      run.result.rows.push_back(row);
+      if (K > run.result.max_measured_k || !mr.can_measure) continue;
+      add_measured_row(run, mr, profiled, row);
+    }
+  }
+}
+
+// Table 2's breakdown report: the run's metadata, and each breakdown row's speedup from its
+// table row (simulated rows take the projected row's, measured rows the measured one's).
+void finish_breakdown(const ScalingOptions& options, ScalingResult& result) {
   result.breakdown.preset = options.preset;
   result.breakdown.checkpoint = to_string(options.checkpoint);
   result.breakdown.machine = result.machine;
@@ -378,6 +480,26 @@ ScalingResult run_scaling(const ScalingOptions& options) {
       }
     }
   }
+}
+
+}  // namespace
+
+ScalingResult run_scaling(const ScalingOptions& options) {
+  validate(options);
+  const auto started = std::chrono::steady_clock::now();
+  ScalingResult result;
+  result.options = options;
+  describe_machine(options, result);
+  ScalingRun run(options, result);
+  resolve_links(run);
+  for (const auto& table : options.tables) {
+    for (const auto& model : table.models)
+      add_model_rows(run, table, model);
+    normalise(result.rows, table.id, table.base_K, table.base_M);
+  }
+  result.machine["load_average_after"] = load_average();
+  result.seconds = elapsed_s(started);
+  finish_breakdown(options, result);
   return result;
 }
 

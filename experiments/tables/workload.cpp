@@ -89,31 +89,23 @@ CpuMeter::Reading CpuMeter::read() const {
 }
 
 TrainingMeasurement measure_training(const models::ModelBuilder& builder,
-                                     const models::SampleBatch& batch, const RunShape& shape,
+                                     const models::SampleBatch& batch, const PipelineShape& shape,
                                      const std::string& optimizer, int warmup, int steps,
-                                     uint64_t seed) {
-  return measure_training(builder, batch, shape, make_optimizer(optimizer), warmup, steps, seed);
+                                     uint64_t seed, const LinkModel& link) {
+  return measure_training(builder, batch, shape, make_optimizer(optimizer), warmup, steps, seed,
+                          link);
 }
 
 TrainingMeasurement measure_training(const models::ModelBuilder& builder,
-                                     const models::SampleBatch& batch, const RunShape& shape,
+                                     const models::SampleBatch& batch, const PipelineShape& shape,
                                      const Pipeline::OptimizerFactory& optimizer, int warmup,
-                                     int steps, uint64_t seed) {
+                                     int steps, uint64_t seed, const LinkModel& link) {
   GPIPE_CHECK(warmup >= 0 && steps >= 1, ConfigError,
               "measuring needs warmup >= 0 and steps >= 1, got ", warmup, " and ", steps);
   GPIPE_CHECK(warmup + steps >= 2, ConfigError,
               "measuring needs at least two steps in all (the first creates the optimizer state)");
-  PipelineOptions options(shape.balance);
-  options.chunks(shape.chunks)
-      .checkpoint(shape.checkpoint)
-      .threads_per_device(shape.threads_per_device)
-      .schedule(shape.schedule)
-      .virtual_stages(shape.virtual_stages)
-      .stage_balance(shape.stage_balance)
-      .seed(seed)
-      .measure_memory(true)
-      .link(shape.link);
-  if (!shape.devices.empty()) options.devices(shape.devices);
+  auto options = to_pipeline_options(shape);
+  options.seed(seed).measure_memory(true).link(link);
   Pipeline pipeline(builder.build(), options, builder.loss());
   pipeline.set_optimizer(optimizer);
 

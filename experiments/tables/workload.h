@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/pipeline_shape.h"
 #include "gpipe/device.h"
 #include "gpipe/models/registry.h"
 #include "gpipe/pipeline.h"
@@ -30,19 +31,6 @@ int64_t optimizer_state_slots(const std::string& name);
 int64_t bytes_per_parameter(const std::string& optimizer);
 // A factory for Pipeline::set_optimizer (and the profilers): small learning rates, real state.
 Pipeline::OptimizerFactory make_optimizer(const std::string& name);
-
-// One pipeline configuration to run.
-struct RunShape {
-  std::vector<int64_t> balance;      // layers per stage (K = size)
-  std::vector<std::string> devices;  // one per stage; empty: cpu:0 .. cpu:K-1
-  int64_t chunks = 1;                // M
-  Checkpoint checkpoint = Checkpoint::kNever;
-  int threads_per_device = 1;  // intra-op threads of each stage's worker
-  ScheduleKind schedule = ScheduleKind::kGPipe;
-  int64_t virtual_stages = 0;          // 0: the schedule's default
-  std::vector<int64_t> stage_balance;  // layers per virtual stage when v > 1; empty: even split
-  LinkModel link;                      // imposed on messages between devices (seconds)
-};
 
 // Who used the CPU while something ran: this process, and everything else on the machine
 // (from /proc/stat). A measured throughput is only this machine's when `other_cores` is near 0.
@@ -78,18 +66,19 @@ struct TrainingMeasurement {
   std::vector<TimelineEvent> last_step_events;
 };
 
-// Builds `builder`'s layers, a Pipeline of `shape` with `optimizer`, and runs `warmup` untimed and
-// `steps` timed training steps on `batch`. The first step creates the optimizer state, so memory
+// Builds `builder`'s layers, a Pipeline of `shape` with `optimizer` (and `link` imposed on the
+// messages between devices), and runs `warmup` untimed and `steps` timed training steps on
+// `batch`. The first step creates the optimizer state, so memory
 // figures need warmup + steps >= 2 to include it (throws ConfigError otherwise).
 TrainingMeasurement measure_training(const models::ModelBuilder& builder,
-                                     const models::SampleBatch& batch, const RunShape& shape,
+                                     const models::SampleBatch& batch, const PipelineShape& shape,
                                      const std::string& optimizer, int warmup, int steps,
-                                     uint64_t seed = 1);
+                                     uint64_t seed = 1, const LinkModel& link = {});
 // The same with any optimizer factory (gpipe_plan measures with the trainer's own).
 TrainingMeasurement measure_training(const models::ModelBuilder& builder,
-                                     const models::SampleBatch& batch, const RunShape& shape,
+                                     const models::SampleBatch& batch, const PipelineShape& shape,
                                      const Pipeline::OptimizerFactory& optimizer, int warmup,
-                                     int steps, uint64_t seed = 1);
+                                     int steps, uint64_t seed = 1, const LinkModel& link = {});
 
 // Physical memory of this machine, in bytes (0 if unknown).
 int64_t physical_memory_bytes();

@@ -79,9 +79,9 @@ TEST(StepBreakdown, ARealStepsTimelineGivesFractionsThatSumToOne) {
   models::ModelConfig config("mlp");
   config.mlp().depth(4);
   const auto builder = models::make_model(config);
-  RunShape shape;
+  PipelineShape shape;
   shape.balance = {3, 2};  // the mlp's 4 hidden layers and its head
-  shape.chunks = 4;
+  shape.M = 4;
   shape.checkpoint = Checkpoint::kAlways;
   const auto m = measure_training(*builder, builder->sample_batch(16, 1), shape, "adam", 1, 1);
   ASSERT_FALSE(m.last_step_events.empty());

@@ -191,9 +191,9 @@ models::ModelConfig tiny_transformer(int64_t layers) {
 
 TEST(Workload, MeasuredStepsReportTimeAndPerDeviceMemory) {
   const auto builder = models::make_model(tiny_transformer(2));
-  RunShape shape;
+  PipelineShape shape;
   shape.balance = {2, 2};
-  shape.chunks = 2;
+  shape.M = 2;
   shape.checkpoint = Checkpoint::kAlways;
   const auto m = measure_training(*builder, builder->sample_batch(4, 1), shape, "adam", 1, 2);
   ASSERT_EQ(m.step_ms.size(), 2u);

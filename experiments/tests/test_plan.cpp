@@ -2,6 +2,7 @@
 // the budget, the cost cache, calibration and all-reduce timing, and the flags a plan turns into.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -287,10 +288,10 @@ TEST_F(PlanSearch, ARecomputingPlanIsScreenedWithTheNeverCalibrationUntilItsOwnI
 TEST_F(PlanSearch, APredictionScalesWithItsCalibration) {
   CostBook book(mlp(), sgd());
   const auto request = cpu_request(2, 8);
-  const auto shape = parse_plan_shape("K=2,M=4,schedule=1f1b");
+  const auto shape = parse_shape("K=2,M=4,schedule=1f1b");
   const auto planned = predict(book, request, shape);
   const double slowdown = book.calibration(2, 1, 2, 1, 4);
-  const auto twice = predict(book, request, shape, planned.stage_balance, 2 * slowdown);
+  const auto twice = predict(book, request, shape, planned.shape.stage_balance, 2 * slowdown);
   EXPECT_NEAR(twice.pipeline_ms, 2 * planned.pipeline_ms, 1e-9 * planned.pipeline_ms);
   EXPECT_NEAR(twice.update_ms, 2 * planned.update_ms, 1e-9 * planned.update_ms);
   EXPECT_EQ(twice.peak_bytes, planned.peak_bytes);
@@ -320,7 +321,7 @@ TEST_F(PlanSearch, TheAllReduceIsTimedOncePerWidthAndCached) {
   EXPECT_CONFIG_ERROR(second.allreduce_ms(1, 1, 1 << 20), "replicas >= 2");
   // The MLP's gradients (well under 1 MiB) count as 1 MiB.
   auto request = cpu_request(2, 8);
-  const auto shape = parse_plan_shape("K=1,R=2,M=1");
+  const auto shape = parse_shape("K=1,R=2,M=1");
   const auto timed = predict(second, request, shape);
   EXPECT_EQ(timed.allreduce_ms, second.allreduce_ms(1, 2, 1 << 20));
   request.allreduce_gbs = 1.0;  // a ring at 1 GB/s: 2 (R-1)/R x bytes / bandwidth
@@ -331,28 +332,85 @@ TEST_F(PlanSearch, TheAllReduceIsTimedOncePerWidthAndCached) {
   EXPECT_NEAR(ring.allreduce_ms, bytes / 1e9 * 1e3, 1e-9);
 }
 
-TEST_F(PlanSearch, APlanBecomesTheTrainersFlags) {
+TEST_F(PlanSearch, APlanIsTheTrainersShape) {
   CostBook book(mlp(), sgd());
   const auto request = cpu_request(2, 8);
-  auto shape = parse_plan_shape("K=2,M=4,schedule=zbv,checkpoint=always");
+  auto shape = parse_shape("K=2,M=4,schedule=zbv,checkpoint=always");
   EXPECT_EQ(shape.v, 2);
   EXPECT_EQ(shape.threads, 1);
   const auto plan = predict(book, request, shape);
-  ASSERT_EQ(plan.stage_balance.size(), 4u);
+  // 5 layers (4 hidden and the output) in 4 stages, and their sums on the V's two devices.
+  ASSERT_EQ(plan.shape.stage_balance.size(), 4u);
+  EXPECT_EQ(plan.shape.balance, sum_per_device(ScheduleKind::kZBV, 2, plan.shape.stage_balance));
+  // The printed command, read by the trainer's own flags, gives the plan's shape with the stage
+  // balance alone: the trainer derives the balance from it.
   train::TrainOptions options;
-  options.balance = "1,3";  // replaced by the plan
-  train::apply_plan(plan, request, options);
-  EXPECT_EQ(options.partitions, 2);
-  EXPECT_TRUE(options.balance.empty());
-  EXPECT_EQ(options.chunks, 4);
-  EXPECT_EQ(options.schedule, "zbv");
-  EXPECT_EQ(options.virtual_stages, 2);
-  EXPECT_EQ(options.checkpoint, "always");
-  EXPECT_EQ(options.threads_per_device, 1);
-  std::string stages;
-  for (int64_t n : plan.stage_balance)
-    stages += (stages.empty() ? "" : ",") + std::to_string(n);
-  EXPECT_EQ(options.stage_balance, stages);  // 5 layers (4 hidden and the output) in 4 stages
+  CLI::App app;
+  train::add_train_flags(app, options);
+  auto flags = to_flags(plan.shape);
+  std::reverse(flags.begin(), flags.end());
+  app.parse(flags);
+  auto expected = plan.shape;
+  expected.balance.clear();
+  EXPECT_TRUE(options.shape == expected) << options.shape.describe();
+  EXPECT_EQ(options.shape.stage_balance, plan.shape.stage_balance);
+}
+
+// Every shape a user or a plan can give survives being printed and read back: as gpipe_train
+// flags (one balance; R is not a flag) and as a plan's description (its keys).
+TEST(PipelineShape, FlagsAndDescriptionsReadBackAsTheSameShape) {
+  int cases = 0;
+  for (auto kind : {ScheduleKind::kGPipe, ScheduleKind::k1F1B, ScheduleKind::kInterleaved1F1B,
+                    ScheduleKind::kZBH1, ScheduleKind::kZBV}) {
+    const int64_t v = default_virtual_stages(kind);
+    for (auto checkpoint : {Checkpoint::kAlways, Checkpoint::kExceptLast, Checkpoint::kNever}) {
+      for (bool explicit_layout : {false, true}) {
+        PipelineShape shape;
+        shape.K = 2;
+        shape.M = 4;
+        shape.schedule = kind;
+        shape.v = v;
+        shape.checkpoint = checkpoint;
+        shape.threads = explicit_layout ? 3 : 0;
+        if (explicit_layout) {
+          shape.devices = {"cpu:0", "cpu:1"};
+          if (v > 1) {
+            shape.stage_balance = {2, 1, 1, 3};
+          } else {
+            shape.balance = {4, 3};
+          }
+        }
+        train::TrainOptions options;
+        CLI::App app;
+        train::add_train_flags(app, options);
+        auto flags = to_flags(shape);
+        std::reverse(flags.begin(), flags.end());
+        app.parse(flags);
+        EXPECT_TRUE(options.shape == shape)
+            << shape.describe() << " read back as " << options.shape.describe();
+        shape.R = 3;
+        shape.threads = std::max(shape.threads, 1);
+        const auto described = parse_shape(shape.describe());
+        EXPECT_EQ(described.describe(), shape.describe());
+        EXPECT_TRUE(described.K == shape.K && described.R == shape.R && described.M == shape.M &&
+                    described.schedule == shape.schedule && described.v == shape.v &&
+                    described.checkpoint == shape.checkpoint && described.threads == shape.threads)
+            << shape.describe();
+        ++cases;
+      }
+    }
+  }
+  EXPECT_EQ(cases, 30);
+  // --devices N is a number of cores to plan for, not a device list.
+  train::TrainOptions options;
+  CLI::App app;
+  train::add_train_flags(app, options);
+  app.parse(std::vector<std::string>{"4", "--devices"});
+  EXPECT_EQ(options.planning_cores, 4);
+  EXPECT_TRUE(options.shape.devices.empty());
+  // An empty --balance clears a preset's.
+  app.parse(std::vector<std::string>{"", "--balance", "3,2", "--balance"});
+  EXPECT_TRUE(options.shape.balance.empty());
 }
 
 // Verifying in rounds pools the rounds' steps: the median of all of them, each round's own median,
@@ -369,7 +427,7 @@ TEST_F(PlanSearch, MeasuringRoundsPoolTheirSteps) {
 
   CostBook book(mlp(), sgd());
   const auto request = cpu_request(2, 8);
-  auto plan = predict(book, request, parse_plan_shape("K=2,M=2"));
+  auto plan = predict(book, request, parse_shape("K=2,M=2"));
   verify(plan, book, request, 1, 2);
   verify(plan, book, request, 1, 3);
   ASSERT_EQ(plan.measured_round_ms.size(), 2u);
@@ -381,12 +439,12 @@ TEST_F(PlanSearch, MeasuringRoundsPoolTheirSteps) {
 }
 
 TEST(Plan, ShapesParseAndBadOnesAreNamed) {
-  const auto s = parse_plan_shape("K=4,R=2,M=16,schedule=interleaved-1f1b,v=3,threads=2");
+  const auto s = parse_shape("K=4,R=2,M=16,schedule=interleaved-1f1b,v=3,threads=2");
   EXPECT_EQ(s.describe(), "K=4,R=2,M=16,schedule=interleaved-1f1b,v=3,checkpoint=never,threads=2");
-  EXPECT_CONFIG_ERROR(parse_plan_shape("K=2,Q=3"), "unknown plan key 'Q'");
-  EXPECT_CONFIG_ERROR(parse_plan_shape("K=0"), "K needs one integer >= 1");
-  EXPECT_CONFIG_ERROR(parse_plan_shape("M"), "'M' is not key=value");
-  EXPECT_CONFIG_ERROR(parse_plan_shape("schedule=zigzag"), "zigzag");
+  EXPECT_CONFIG_ERROR(parse_shape("K=2,Q=3"), "unknown plan key 'Q'");
+  EXPECT_CONFIG_ERROR(parse_shape("K=0"), "K needs one integer >= 1");
+  EXPECT_CONFIG_ERROR(parse_shape("M"), "'M' is not key=value");
+  EXPECT_CONFIG_ERROR(parse_shape("schedule=zigzag"), "zigzag");
 }
 
 }  // namespace

@@ -30,17 +30,18 @@ nlohmann::json TrainOptions::to_json() const {
       {"data_dir", data_dir},
       {"cutout", cutout},
       {"class_subset", class_subset},
-      {"balance", balance},
-      {"partitions", partitions},
+      {"balance", c10::Join(",", shape.balance)},
+      {"partitions", shape.K},
       {"balance_by", balance_by},
-      {"chunks", chunks},
-      {"checkpoint", checkpoint},
-      {"schedule", schedule},
-      {"virtual_stages", virtual_stages},
-      {"stage_balance", stage_balance},
+      {"chunks", shape.M},
+      {"checkpoint", to_string(shape.checkpoint)},
+      {"schedule", to_string(shape.schedule)},
+      {"virtual_stages", shape.v},
+      {"stage_balance", c10::Join(",", shape.stage_balance)},
       {"plan", plan},
       {"memory_per_device", memory_per_device},
-      {"devices", devices},
+      {"devices",
+       planning_cores > 0 ? std::to_string(planning_cores) : c10::Join(",", shape.devices)},
       {"distributed", distributed},
       {"bucket_mb", bucket_mb},
       {"sync_batchnorm", sync_batchnorm},
@@ -66,10 +67,6 @@ namespace {
 // grow memory or threads without doing anything useful.
 constexpr int kMaxWorkers = 256;                 // data loader threads
 constexpr int64_t kMaxBatch = int64_t{1} << 24;  // samples in a batch, and micro-batches
-constexpr int64_t kMaxStages = 4096;             // K
-constexpr int64_t kMaxVirtualStages = 64;        // v per device
-constexpr int64_t kMaxLayers = 1 << 20;          // layers of one stage
-constexpr int64_t kMaxThreads = 4096;            // intra-op threads of one device
 constexpr int64_t kMaxImageSide = 1 << 14;       // pixels (as the models' --image-size)
 constexpr int64_t kMaxEpochs = 1000000;
 constexpr int64_t kMaxSteps = int64_t{1} << 32;
@@ -77,96 +74,67 @@ constexpr double kMaxSeconds = 1e6;  // a peer's time-out
 constexpr double kMaxRate = 1e30;  // learning rates and weight decay (finite; train.nonfinite_loss
                                    // makes a run diverge with 1e30)
 
-// --devices: one device spec per stage ("cpu:0,cpu:1", "cuda:0"), or for planning a number of
-// cores ("4").
-void check_devices(const std::string& text) {
-  GPIPE_CHECK(!text.empty(), ConfigError, "an empty value (give cpu:0,cpu:1, cuda:0 or a count)");
-  if (std::all_of(text.begin(), text.end(), ::isdigit)) {
-    const auto cores = cli::parse_ints(text, "");
-    GPIPE_CHECK(cores.at(0) >= 1 && cores.at(0) <= kMaxStages, ConfigError, text,
-                " is not a number of cores in [1, ", kMaxStages, "]");
-    return;
-  }
-  for (const auto& device : cli::parse_names(text, ""))
-    DeviceSpec::parse(device);
+// A flag with a value, its default shown in --help, in `group`.
+template <typename T>
+CLI::Option* opt(CLI::App& app, const char* group, const std::string& name, T& value,
+                 const std::string& help) {
+  return app.add_option(name, value, help)->capture_default_str()->group(group);
 }
 
-}  // namespace
-
-void add_train_flags(CLI::App& app, TrainOptions& o) {
-  // A flag given twice takes its last value, so wrappers can append overrides.
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  auto opt = [&](const char* group, const std::string& name, auto& value, const std::string& help) {
-    return app.add_option(name, value, help)->capture_default_str()->group(group);
-  };
-  models::add_model_flags(app, o.model, "Model");
-
+// Where the samples come from and how they are prepared.
+void add_data_flags(CLI::App& app, TrainOptions& o) {
   const char* data = "Data";
-  opt(data, "--dataset", o.dataset,
+  opt(app, data, "--dataset", o.dataset,
       "synthetic | fashion-mnist | mnist | cifar10 | cifar100 | imagenet")
       ->check(CLI::IsMember(datasets::dataset_names()));
-  opt(data, "--data-dir", o.data_dir,
+  opt(app, data, "--data-dir", o.data_dir,
       "folder of the dataset's files (fashion-mnist: Debian's copy by default)")
       ->check(CLI::ExistingDirectory);
-  opt(data, "--workers", o.workers, "data loader threads")->check(CLI::Range(0, kMaxWorkers));
+  opt(app, data, "--workers", o.workers, "data loader threads")->check(CLI::Range(0, kMaxWorkers));
   app.add_flag("--skip-bad", o.skip_bad, "skip (and count) undecodable images")->group(data);
   app.add_flag("--augment,!--no-augment", o.augment, "training augmentation")
       ->capture_default_str()
       ->group(data);
-  opt(data, "--cutout", o.cutout,
+  opt(app, data, "--cutout", o.cutout,
       "training augmentation: zero a random square of this many pixels a side (0: off)")
       ->check(CLI::Range(int64_t{0}, kMaxImageSide));
-  opt(data, "--class-subset", o.class_subset,
+  opt(app, data, "--class-subset", o.class_subset,
       "train and test on these classes only, relabelled 0..n-1 in the order given (0-4, 5,7,9)")
       ->check(cli::parsed_by([](const std::string& v) { datasets::parse_class_list(v); }));
-  opt(data, "--eval-batch-size", o.eval_batch_size, "evaluation batch (0: --batch-size)")
+  opt(app, data, "--eval-batch-size", o.eval_batch_size, "evaluation batch (0: --batch-size)")
       ->check(CLI::Range(int64_t{0}, kMaxBatch));
+}
 
+// The pipeline's shape, how it is balanced, and --plan auto.
+void add_pipeline_flags(CLI::App& app, TrainOptions& o) {
   const char* pipe = kPipelineGroup;
-  opt(pipe, "--partitions,-K", o.partitions, "number of stages K (auto-balanced by --balance-by)")
-      ->check(CLI::Range(int64_t{0}, kMaxStages));
-  opt(pipe, "--balance", o.balance, "layers per stage, e.g. 3,3,2 (sets K; \"\" clears a preset's)")
-      ->check(cli::int_list(1, kMaxLayers, /*allow_empty=*/true));
-  opt(pipe, "--balance-by", o.balance_by, "params | time | memory")
+  add_shape_flags(app, o.shape, o.planning_cores, pipe);
+  opt(app, pipe, "--balance-by", o.balance_by, "params | time | memory")
       ->check(CLI::IsMember({"params", "time", "memory"}));
-  opt(pipe, "--chunks,-M", o.chunks, "micro-batches per mini-batch")
-      ->check(CLI::Range(int64_t{1}, kMaxBatch));
-  opt(pipe, "--checkpoint", o.checkpoint, "re-materialisation: always | except_last | never")
-      ->check(cli::parsed_by([](const std::string& v) { parse_checkpoint(v); }));
-  opt(pipe, "--schedule", o.schedule, "gpipe | 1f1b | interleaved-1f1b | zb-h1 | zbv")
-      ->check(cli::parsed_by([](const std::string& v) { parse_schedule_kind(v); }));
-  opt(pipe, "--virtual-stages", o.virtual_stages,
-      "v stages per device for interleaved-1f1b (default 2) and zbv (2); each --balance entry "
-      "must be a multiple of v")
-      ->check(CLI::Range(int64_t{0}, kMaxVirtualStages));
-  opt(pipe, "--stage-balance", o.stage_balance,
-      "layers per virtual stage in stage order (K*v entries), for v > 1; sets --balance")
-      ->check(cli::int_list(1, kMaxLayers));
-  opt(pipe, "--devices", o.devices, "one per stage: cpu:0,cpu:1 or cuda:0,cuda:1")
-      ->check(cli::parsed_by(check_devices));
-  opt(pipe, "--threads-per-device", o.threads_per_device,
-      "intra-op threads per device (0: 1 when K > 1, all cores when K = 1)")
-      ->check(CLI::Range(int64_t{0}, kMaxThreads));
 
   const char* plan = kPlanningGroup;
-  opt(plan, "--plan", o.plan,
+  opt(app, plan, "--plan", o.plan,
       "auto: measure the model and run the fastest configuration that fits --memory-per-device "
       "(sets K, balance, M, schedule, v, checkpoint and threads; see gpipe_plan)")
       ->check(CLI::IsMember({"", "auto"}));
-  opt(plan, "--memory-per-device", o.memory_per_device,
+  opt(app, plan, "--memory-per-device", o.memory_per_device,
       "memory of each device for planning, e.g. 512MiB, 8GiB (empty: no limit)")
       ->check(cli::parsed_by([](const std::string& v) {
         if (!v.empty()) tables::parse_bytes(v, "");
       }));
+}
 
+// Stages and replicas in separate processes.
+void add_distributed_flags(CLI::App& app, TrainOptions& o) {
   const char* dist = "Distributed";
   app.add_flag("--distributed", o.distributed,
                "one stage per process over c10d; world = K stages x R replicas, rank = "
                "replica*K + stage (start with scripts/launch.sh)")
       ->group(dist);
-  opt(dist, "--comm-timeout", o.comm_timeout, "seconds to wait for a peer before declaring it lost")
+  opt(app, dist, "--comm-timeout", o.comm_timeout,
+      "seconds to wait for a peer before declaring it lost")
       ->check(cli::finite_range(0, kMaxSeconds, cli::Interval::kOpenLow));
-  opt(dist, "--bucket-mb", o.bucket_mb,
+  opt(app, dist, "--bucket-mb", o.bucket_mb,
       "with replicas: gradients are summed in buckets of this many MiB, each as soon as its "
       "gradients are final, overlapping the backward")
       ->check(cli::finite_range(0, 1 << 20, cli::Interval::kOpenLow));
@@ -174,55 +142,61 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
                "with replicas: BatchNorm normalises each micro-batch by its statistics over "
                "every replica, so R replicas at --batch-size N train as one at N")
       ->group(dist);
+}
 
+// Length, optimizer, learning-rate schedule and evaluation.
+void add_training_flags(CLI::App& app, TrainOptions& o) {
   const char* train = "Training";
-  opt(train, "--batch-size", o.batch_size, "mini-batch size N (over all replicas)")
+  opt(app, train, "--batch-size", o.batch_size, "mini-batch size N (over all replicas)")
       ->check(CLI::Range(int64_t{1}, kMaxBatch));
-  opt(train, "--epochs", o.epochs, "epochs of the training split")
+  opt(app, train, "--epochs", o.epochs, "epochs of the training split")
       ->check(CLI::Range(int64_t{0}, kMaxEpochs));
-  opt(train, "--steps", o.steps, "training steps (caps --epochs; synthetic data needs it)")
+  opt(app, train, "--steps", o.steps, "training steps (caps --epochs; synthetic data needs it)")
       ->check(CLI::Range(int64_t{0}, kMaxSteps));
-  opt(train, "--seed", o.seed, "seed of initialisation, data order, augmentation and dropout");
-  opt(train, "--optimizer", o.optimizer, "sgd | rmsprop | adam | adamw")
+  opt(app, train, "--seed", o.seed, "seed of initialisation, data order, augmentation and dropout");
+  opt(app, train, "--optimizer", o.optimizer, "sgd | rmsprop | adam | adamw")
       ->check(CLI::IsMember({"sgd", "rmsprop", "adam", "adamw"}));
   const auto below_one = cli::finite_range(0, 1, cli::Interval::kOpenHigh);
   const auto epsilon = cli::finite_range(0, 1, cli::Interval::kOpenLow);
   const auto rate = cli::finite_range(0, kMaxRate);
-  opt(train, "--lr", o.lr, "peak learning rate")
+  opt(app, train, "--lr", o.lr, "peak learning rate")
       ->check(cli::finite_range(0, kMaxRate, cli::Interval::kOpenLow));
-  opt(train, "--momentum", o.momentum, "SGD / RMSprop momentum")->check(below_one);
+  opt(app, train, "--momentum", o.momentum, "SGD / RMSprop momentum")->check(below_one);
   app.add_flag("--nesterov", o.nesterov, "Nesterov momentum (SGD)")->group(train);
-  opt(train, "--weight-decay", o.weight_decay, "L2 weight decay")->check(rate);
-  opt(train, "--rmsprop-decay", o.rmsprop_decay, "RMSprop decay of the squared average")
+  opt(app, train, "--weight-decay", o.weight_decay, "L2 weight decay")->check(rate);
+  opt(app, train, "--rmsprop-decay", o.rmsprop_decay, "RMSprop decay of the squared average")
       ->check(below_one);
-  opt(train, "--rmsprop-eps", o.rmsprop_eps, "RMSprop epsilon")->check(epsilon);
-  opt(train, "--adam-beta1", o.adam_beta1, "Adam beta1")->check(below_one);
-  opt(train, "--adam-beta2", o.adam_beta2, "Adam beta2")->check(below_one);
-  opt(train, "--adam-eps", o.adam_eps, "Adam epsilon")->check(epsilon);
-  opt(train, "--label-smoothing", o.label_smoothing, "label smoothing of the cross-entropy")
+  opt(app, train, "--rmsprop-eps", o.rmsprop_eps, "RMSprop epsilon")->check(epsilon);
+  opt(app, train, "--adam-beta1", o.adam_beta1, "Adam beta1")->check(below_one);
+  opt(app, train, "--adam-beta2", o.adam_beta2, "Adam beta2")->check(below_one);
+  opt(app, train, "--adam-eps", o.adam_eps, "Adam epsilon")->check(epsilon);
+  opt(app, train, "--label-smoothing", o.label_smoothing, "label smoothing of the cross-entropy")
       ->check(below_one);
-  opt(train, "--lr-schedule", o.lr_schedule, "constant | cosine | exponential (after warm-up)")
+  opt(app, train, "--lr-schedule", o.lr_schedule, "constant | cosine | exponential (after warm-up)")
       ->check(CLI::IsMember({"constant", "cosine", "exponential"}));
-  opt(train, "--warmup-steps", o.warmup_steps, "linear warm-up steps")
+  opt(app, train, "--warmup-steps", o.warmup_steps, "linear warm-up steps")
       ->check(CLI::Range(int64_t{0}, kMaxSteps));
-  opt(train, "--lr-decay", o.lr_decay, "exponential schedule: factor per --lr-decay-epochs")
+  opt(app, train, "--lr-decay", o.lr_decay, "exponential schedule: factor per --lr-decay-epochs")
       ->check(epsilon);
-  opt(train, "--lr-decay-epochs", o.lr_decay_epochs, "exponential schedule: epochs per decay")
+  opt(app, train, "--lr-decay-epochs", o.lr_decay_epochs, "exponential schedule: epochs per decay")
       ->check(cli::finite_range(0, kMaxEpochs, cli::Interval::kOpenLow));
-  opt(train, "--min-lr", o.min_lr, "cosine schedule: final learning rate")->check(rate);
-  opt(train, "--grad-clip", o.grad_clip, "clip the global gradient norm (0: off)")
+  opt(app, train, "--min-lr", o.min_lr, "cosine schedule: final learning rate")->check(rate);
+  opt(app, train, "--grad-clip", o.grad_clip, "clip the global gradient norm (0: off)")
       ->check(cli::finite_range(0, 1e30));
-  opt(train, "--eval-every", o.eval_every,
+  opt(app, train, "--eval-every", o.eval_every,
       "evaluate the test split every N epochs (0: only at the end; -1: never)")
       ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
-  opt(train, "--eval-batches", o.eval_batches,
+  opt(app, train, "--eval-batches", o.eval_batches,
       "evaluate on the first N batches of the test split (0: all of it)")
       ->check(CLI::Range(int64_t{0}, kMaxBatch));
+}
 
+// Saving, resuming and fine-tuning.
+void add_snapshot_flags(CLI::App& app, TrainOptions& o) {
   const char* ckpt = "Snapshots";
-  opt(ckpt, "--snapshot-dir", o.snapshot_dir, "folder of snapshots (step-N/ and latest)")
+  opt(app, ckpt, "--snapshot-dir", o.snapshot_dir, "folder of snapshots (step-N/ and latest)")
       ->check(cli::output_folder());
-  opt(ckpt, "--save-every", o.save_every, "save every N steps (0: at the end only)")
+  opt(app, ckpt, "--save-every", o.save_every, "save every N steps (0: at the end only)")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--resume", o.resume, "continue from the latest snapshot in --snapshot-dir")
       ->group(ckpt);
@@ -230,32 +204,50 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
                "start a new run in a --snapshot-dir that holds another run's snapshots, deleting "
                "them (without it such a folder is refused)")
       ->group(ckpt);
-  opt(ckpt, "--finetune-from", o.finetune_from,
+  opt(app, ckpt, "--finetune-from", o.finetune_from,
       "start from a snapshot's weights (folder or its step-N/) but the last layer (the "
       "classifier head, randomly initialised), with a fresh optimizer")
       ->check(cli::parsed_by([](const std::string& path) { SnapshotManager::resolve(path); }));
-  opt(ckpt, "--keep-snapshots", o.keep_snapshots, "how many snapshots to keep")
+  opt(app, ckpt, "--keep-snapshots", o.keep_snapshots, "how many snapshots to keep")
       ->check(CLI::NonNegativeNumber);
+}
 
+// Files written and what is logged.
+void add_output_flags(CLI::App& app, TrainOptions& o) {
   const char* out = "Output";
-  opt(out, "--output-dir", o.output_dir, "write metrics.jsonl, summary.json and trace.json here")
+  opt(app, out, "--output-dir", o.output_dir,
+      "write metrics.jsonl, summary.json and trace.json here")
       ->check(cli::output_folder());
-  opt(out, "--metrics", o.metrics, "JSON lines of per-step and per-evaluation metrics")
+  opt(app, out, "--metrics", o.metrics, "JSON lines of per-step and per-evaluation metrics")
       ->check(cli::output_file());
-  opt(out, "--trace", o.trace, "Chrome trace of the last step")->check(cli::output_file());
-  opt(out, "--json", o.json, "summary JSON")->check(cli::output_file());
-  opt(out, "--log-every", o.log_every, "log every N steps when not drawing a progress bar")
+  opt(app, out, "--trace", o.trace, "Chrome trace of the last step")->check(cli::output_file());
+  opt(app, out, "--json", o.json, "summary JSON")->check(cli::output_file());
+  opt(app, out, "--log-every", o.log_every, "log every N steps when not drawing a progress bar")
       ->check(CLI::NonNegativeNumber);
-  opt(out, "--progress", o.progress, "auto (a bar on a terminal) | bar | log | off")
+  opt(app, out, "--progress", o.progress, "auto (a bar on a terminal) | bar | log | off")
       ->check(CLI::IsMember({"auto", "bar", "log", "off"}));
   cli::add_log_level_flag(app, o.log_level)->group(out);
+}
+
+}  // namespace
+
+void add_train_flags(CLI::App& app, TrainOptions& o) {
+  // A flag given twice takes its last value, so wrappers can append overrides.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  models::add_model_flags(app, o.model, "Model");
+  add_data_flags(app, o);
+  add_pipeline_flags(app, o);
+  add_distributed_flags(app, o);
+  add_training_flags(app, o);
+  add_snapshot_flags(app, o);
+  add_output_flags(app, o);
 }
 
 void check_train_options(const TrainOptions& o) {
   GPIPE_CHECK(o.batch_size >= 1, ConfigError, "--batch-size must be >= 1, got ", o.batch_size);
   GPIPE_CHECK(o.steps >= 0 && o.epochs >= 0, ConfigError, "--steps and --epochs must be >= 0, got ",
               o.steps, " and ", o.epochs);
-  GPIPE_CHECK(o.chunks >= 1 && o.chunks <= o.batch_size, ConfigError, "--chunks ", o.chunks,
+  GPIPE_CHECK(o.shape.M >= 1 && o.shape.M <= o.batch_size, ConfigError, "--chunks ", o.shape.M,
               " must be between 1 and --batch-size ", o.batch_size);
   GPIPE_CHECK(o.comm_timeout > 0, ConfigError, "--comm-timeout must be > 0 s, got ",
               o.comm_timeout);

@@ -11,6 +11,7 @@
 #include <functional>
 #include <string>
 
+#include "common/pipeline_shape.h"
 #include "gpipe/models/registry.h"
 
 namespace gpipe::train {
@@ -31,20 +32,14 @@ struct TrainOptions {
   std::string class_subset;     // "0-4": only these classes, relabelled 0..n-1 (empty: all)
   int64_t eval_batch_size = 0;  // 0: --batch-size
 
-  // Pipeline.
-  int64_t partitions = 0;  // 0: from --balance, or 1
-  std::string balance;     // "a,b,..": layers per stage
-  std::string balance_by = "params";
-  int64_t chunks = 1;
-  std::string checkpoint = "except_last";  // re-materialisation
-  std::string schedule = "gpipe";          // gpipe | 1f1b | interleaved-1f1b | zb-h1 | zbv
-  int64_t virtual_stages = 0;              // v per device; 0: the schedule's default
-  std::string stage_balance;               // "a,b,..": layers per virtual stage (K*v entries)
-  std::string devices;                     // "cpu:0,cpu:1"; default cpu:0..K-1
-  int64_t threads_per_device = 0;
-  // "auto": the best plan of gpipe_plan (plan/planner.h) for memory_per_device sets the above.
+  // Pipeline: K, M, schedule, v, re-materialisation, balances, devices, threads (R comes from
+  // the world of a distributed run).
+  PipelineShape shape;
+  std::string balance_by = "params";  // when shape has no balance
+  // "auto": the best plan of gpipe_plan (plan/planner.h) for memory_per_device sets `shape`.
   std::string plan;
   std::string memory_per_device;  // "8GiB"; empty: no limit
+  int64_t planning_cores = 0;     // --devices N: plan for N cores (0: this machine's)
 
   // Distributed: stages in separate processes (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
   bool distributed = false;

@@ -13,20 +13,15 @@ plan::PlanRequest plan_request(const TrainOptions& options) {
   plan::PlanRequest request;
   request.batch = options.batch_size;
   request.cores = hardware_threads();
-  const auto& devices = options.devices;
-  if (!devices.empty() && std::all_of(devices.begin(), devices.end(), ::isdigit)) {
-    request.cores = cli::parse_ints(devices, "--devices").at(0);
-    GPIPE_CHECK(request.cores >= 1, ConfigError, "--devices ", devices, " must be >= 1");
+  if (options.planning_cores > 0) request.cores = options.planning_cores;
+  const auto& devices = options.shape.devices;
+  const bool cuda = std::any_of(devices.begin(), devices.end(), [](const std::string& d) {
+    return DeviceSpec::parse(d).is_cuda();
+  });
+  if (cuda) {
+    request.devices = devices;
   } else if (!devices.empty()) {
-    const auto list = cli::parse_strings(devices);
-    const bool cuda = std::any_of(list.begin(), list.end(), [](const std::string& d) {
-      return DeviceSpec::parse(d).is_cuda();
-    });
-    if (cuda) {
-      request.devices = list;
-    } else {
-      request.cores = static_cast<int64_t>(list.size());
-    }
+    request.cores = static_cast<int64_t>(devices.size());
   }
   if (!options.memory_per_device.empty()) {
     request.memory_per_device =
@@ -39,18 +34,6 @@ plan::CostBook cost_book(const TrainOptions& options, const plan::PlanRequest& r
                          const std::string& cache) {
   return plan::CostBook(options.model, make_optimizer_factory(options), cache, options.seed,
                         request.devices);
-}
-
-void apply_plan(const plan::Plan& plan, const plan::PlanRequest& request, TrainOptions& options) {
-  // Through the flags themselves, so the plan's printed command and --plan auto cannot differ.
-  options.balance.clear();
-  options.stage_balance.clear();
-  options.devices.clear();
-  CLI::App app;
-  add_train_flags(app, options);
-  auto flags = plan::train_flags(plan, request);
-  std::reverse(flags.begin(), flags.end());
-  app.parse(flags);
 }
 
 std::string nothing_fits(const plan::SearchResult& result, const plan::PlanRequest& request) {

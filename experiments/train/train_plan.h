@@ -1,9 +1,9 @@
 // Planning a training run from its flags: what gpipe_plan and `gpipe_train --plan auto` share.
 //
 // Why this file exists: both programs read the trainer's own flags (model, batch, optimizer,
-// devices, --memory-per-device), turn them into a planner request and a cost book, and, for
-// the trainer, write the chosen plan back into the pipeline flags; one place keeps the two in
-// step, so a plan's printed command runs exactly what `--plan auto` would.
+// devices, --memory-per-device), turn them into a planner request and a cost book; one place
+// keeps the two in step. The trainer then takes the chosen plan's shape as its own, and
+// gpipe_plan prints that shape's flags (to_flags), so both run the same pipeline.
 #pragma once
 
 #include <string>
@@ -21,10 +21,6 @@ plan::PlanRequest plan_request(const TrainOptions& options);
 // of earlier measurements, or empty).
 plan::CostBook cost_book(const TrainOptions& options, const plan::PlanRequest& request,
                          const std::string& cache);
-
-// Sets the pipeline flags of `options` to `plan` (K, balance, M, schedule, v, checkpoint,
-// threads, devices).
-void apply_plan(const plan::Plan& plan, const plan::PlanRequest& request, TrainOptions& options);
 
 // The message when no plan fits: the smallest budget that would, and the plan that needs it.
 std::string nothing_fits(const plan::SearchResult& result, const plan::PlanRequest& request);

@@ -20,8 +20,8 @@
 namespace gpipe::train {
 
 void check_fits_host(const models::ModelBuilder& builder, const TrainOptions& o) {
-  const bool cpu = o.devices.empty() || o.devices.rfind("cpu", 0) == 0 ||
-                   std::all_of(o.devices.begin(), o.devices.end(), ::isdigit);  // cores to plan
+  const auto& devices = o.shape.devices;
+  const bool cpu = devices.empty() || devices.front().rfind("cpu", 0) == 0;
   if (!cpu) return;
   double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
                   static_cast<double>(::sysconf(_SC_PAGE_SIZE));
@@ -61,6 +61,44 @@ void check_fits_host(const models::ModelBuilder& builder, const TrainOptions& o)
 Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   auto& o = options_;
   check_train_options(o);
+  resolve_outputs();
+  data_ = std::make_unique<TrainingData>(o);
+  data_->apply_to(o.model);
+  o.model.init_seed = o.seed;
+  builder_ = models::make_model(o.model);
+  check_fits_host(*builder_, o);
+  data_->set_model(builder_.get());
+  total_layers_ = builder_->num_layers();
+  if (!o.plan.empty()) choose_plan();
+  resolve_balance();
+
+  auto pipe_options = to_pipeline_options(shape_);
+  pipe_options.seed(o.seed)
+      .bucket_mb(o.bucket_mb)
+      .sync_batchnorm(o.sync_batchnorm)
+      .measure_memory(true);  // summary.json reports every device's peak
+  const LossFn loss =
+      o.label_smoothing > 0 ? cross_entropy_loss(o.label_smoothing) : builder_->loss();
+  if (!o.distributed) {
+    if (o.sync_batchnorm) spdlog::warn("--sync-batchnorm needs --distributed replicas: ignored");
+    if (layers_.empty()) layers_ = builder_->build();
+    pipeline_ = std::make_unique<Pipeline>(layers_, pipe_options, loss);
+  } else {
+    join_world(pipe_options, loss);
+  }
+  pipeline_->set_optimizer(make_optimizer_factory(o));
+  pipeline_->set_grad_clip(o.grad_clip);
+  if (!o.snapshot_dir.empty()) {
+    const auto use = o.resume                ? FolderUse::kResume
+                     : o.overwrite_snapshots ? FolderUse::kOverwrite
+                                             : FolderUse::kFresh;
+    snapshots_ = std::make_unique<SnapshotManager>(o.snapshot_dir, o.keep_snapshots, use, *world_);
+  }
+  restore();
+}
+
+void Trainer::resolve_outputs() {
+  auto& o = options_;
   if (!o.output_dir.empty()) {
     std::error_code error;
     std::filesystem::create_directories(o.output_dir, error);
@@ -76,88 +114,51 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
         {"--trace", o.trace}}) {
     if (!path.empty()) cli::check_output_file(path, flag);
   }
+}
 
-  data_ = std::make_unique<TrainingData>(o);
-  data_->apply_to(o.model);
-  o.model.init_seed = o.seed;
-  builder_ = models::make_model(o.model);
-  check_fits_host(*builder_, o);
-  data_->set_model(builder_.get());
-  total_layers_ = builder_->num_layers();
-  if (!o.plan.empty()) choose_plan();
-  resolve_balance();
-
-  PipelineOptions pipe_options(balance_);
-  pipe_options.chunks(o.chunks)
-      .checkpoint(parse_checkpoint(o.checkpoint))
-      .schedule(parse_schedule_kind(o.schedule))
-      .virtual_stages(o.virtual_stages)
-      .stage_balance(stage_balance_)
-      .seed(o.seed)
-      .threads_per_device(static_cast<int>(o.threads_per_device))
-      .bucket_mb(o.bucket_mb)
-      .sync_batchnorm(o.sync_batchnorm)
-      .measure_memory(true);  // summary.json reports every device's peak
-  if (!o.devices.empty()) pipe_options.devices(cli::parse_strings(o.devices));
-  const LossFn loss =
-      o.label_smoothing > 0 ? cross_entropy_loss(o.label_smoothing) : builder_->loss();
-  if (!o.distributed) {
-    if (o.sync_batchnorm) spdlog::warn("--sync-batchnorm needs --distributed replicas: ignored");
-    if (layers_.empty()) layers_ = builder_->build();
-    pipeline_ = std::make_unique<Pipeline>(layers_, pipe_options, loss);
-  } else {
-    const auto env = distributed::Env::from_environment();
-    const auto K = static_cast<int64_t>(balance_.size());
-    context_ = std::make_unique<distributed::Context>(
-        env, distributed::ContextOptions(K)
-                 .timeout(std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout * 1000)))
-                 .sync_batchnorm(o.sync_batchnorm));
-    world_ = context_.get();
-    // A peer's failure ends this process too, with the lost rank named.
-    const int rank = env.rank;
-    auto* context = context_.get();
-    context_->set_abort_handler([rank, context](const std::string& why) {
-      spdlog::error("rank {} stops: {}", rank, why);
-      spdlog::default_logger()->flush();
-      context->linger_for_peers();
-      std::_Exit(cli::kExitFailure);
-    });
-    GPIPE_CHECK(o.batch_size % context_->replicas() == 0, ConfigError, "--batch-size ",
-                o.batch_size, " does not split evenly over ", context_->replicas(), " replicas");
-    GPIPE_CHECK(o.chunks <= o.batch_size / context_->replicas(), ConfigError, "--chunks ", o.chunks,
-                " exceeds each replica's ", o.batch_size / context_->replicas(), " samples");
-    // This replica's slice of each micro-batch only.
-    data_->shard(context_->replica(), context_->replicas(), o.chunks);
-    if (o.sync_batchnorm && context_->replicas() == 1) {
-      spdlog::warn("--sync-batchnorm: a single replica, nothing to synchronise with");
-    }
-    if (o.threads_per_device == 0) {
-      const char* local = std::getenv("LOCAL_WORLD_SIZE");
-      const int processes = local != nullptr ? std::max(1, std::atoi(local)) : 1;
-      pipe_options.threads_per_device(std::max(1, hardware_threads() / processes));
-    }
-    // Build only this device's layers: the others live in other processes.
-    const int64_t device = context_->stage();
-    const auto layout = make_layout(pipe_options, total_layers_);
-    layers_.clear();
-    for (int64_t s : layout.stages_of(device)) {
-      const int64_t first = layout.stage_offset[s];
-      for (auto& layer : builder_->build_range(first, first + layout.stage_balance[s]))
-        layers_.push_back(std::move(layer));
-    }
-    pipeline_ = std::make_unique<Pipeline>(
-        layers_, pipe_options, device,
-        std::make_unique<distributed::ProcessGroupTransport>(*context_), context_.get(), loss);
+void Trainer::join_world(PipelineOptions pipe_options, const LossFn& loss) {
+  const auto& o = options_;
+  const auto env = distributed::Env::from_environment();
+  context_ = std::make_unique<distributed::Context>(
+      env, distributed::ContextOptions(shape_.K)
+               .timeout(std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout * 1000)))
+               .sync_batchnorm(o.sync_batchnorm));
+  world_ = context_.get();
+  // A peer's failure ends this process too, with the lost rank named.
+  const int rank = env.rank;
+  auto* context = context_.get();
+  context_->set_abort_handler([rank, context](const std::string& why) {
+    spdlog::error("rank {} stops: {}", rank, why);
+    spdlog::default_logger()->flush();
+    context->linger_for_peers();
+    std::_Exit(cli::kExitFailure);
+  });
+  GPIPE_CHECK(o.batch_size % context_->replicas() == 0, ConfigError, "--batch-size ", o.batch_size,
+              " does not split evenly over ", context_->replicas(), " replicas");
+  GPIPE_CHECK(o.shape.M <= o.batch_size / context_->replicas(), ConfigError, "--chunks ", o.shape.M,
+              " exceeds each replica's ", o.batch_size / context_->replicas(), " samples");
+  // This replica's slice of each micro-batch only.
+  data_->shard(context_->replica(), context_->replicas(), o.shape.M);
+  if (o.sync_batchnorm && context_->replicas() == 1) {
+    spdlog::warn("--sync-batchnorm: a single replica, nothing to synchronise with");
   }
-  pipeline_->set_optimizer(make_optimizer_factory(o));
-  pipeline_->set_grad_clip(o.grad_clip);
-  if (!o.snapshot_dir.empty()) {
-    const auto use = o.resume                ? FolderUse::kResume
-                     : o.overwrite_snapshots ? FolderUse::kOverwrite
-                                             : FolderUse::kFresh;
-    snapshots_ = std::make_unique<SnapshotManager>(o.snapshot_dir, o.keep_snapshots, use, *world_);
+  if (o.shape.threads == 0) {
+    const char* local = std::getenv("LOCAL_WORLD_SIZE");
+    const int processes = local != nullptr ? std::max(1, std::atoi(local)) : 1;
+    pipe_options.threads_per_device(std::max(1, hardware_threads() / processes));
   }
-  restore();
+  // Build only this device's layers: the others live in other processes.
+  const int64_t device = context_->stage();
+  const auto layout = make_layout(pipe_options, total_layers_);
+  layers_.clear();
+  for (int64_t s : layout.stages_of(device)) {
+    const int64_t first = layout.stage_offset[s];
+    for (auto& layer : builder_->build_range(first, first + layout.stage_balance[s]))
+      layers_.push_back(std::move(layer));
+  }
+  pipeline_ = std::make_unique<Pipeline>(
+      layers_, pipe_options, device,
+      std::make_unique<distributed::ProcessGroupTransport>(*context_), context_.get(), loss);
 }
 
 Trainer::~Trainer() = default;
@@ -256,43 +257,34 @@ std::optional<Evaluation> Trainer::evaluate(int64_t epoch, int64_t step) {
   return e;
 }
 
+// What a run reports as it goes: the progress bar or log, the metrics file, and the run's
+// configuration as its snapshots record it.
+struct Trainer::RunLog {
+  Progress progress;
+  MetricsLog metrics;
+  nlohmann::json config;
+};
+
 TrainResult Trainer::run() {
   const auto& o = options_;
   TrainResult result;
-  result.balance = balance_;
+  result.balance = shape_.balance;
   result.parameters = builder_->count_parameters();
   const int64_t total = total_steps();
-  const int64_t per_epoch = data_->steps_per_epoch();
-  const LrSchedule schedule(o, total, per_epoch);
-  Progress progress(reports() ? o.progress : "off", total, o.log_every);
-  MetricsLog metrics;
+  const LrSchedule schedule(o, total, data_->steps_per_epoch());
+  RunLog log{Progress(reports() ? o.progress : "off", total, o.log_every), MetricsLog(),
+             o.to_json()};
   if (reports() && !o.metrics.empty())
-    metrics = MetricsLog(o.metrics, o.resume ? position_.step : -1);
+    log.metrics = MetricsLog(o.metrics, o.resume ? position_.step : -1);
   if (reports()) {
-    progress.info(c10::str("model ", o.model.name(), ": ", total_layers_, " layers, ",
-                           result.parameters, " parameters; balance ", c10::Join(",", balance_),
-                           ", M=", o.chunks, ", checkpoint ", o.checkpoint, ", schedule ",
-                           o.schedule, ", ", o.optimizer, " lr ", o.lr));
-    progress.info(
+    log.progress.info(c10::str("model ", o.model.name(), ": ", total_layers_, " layers, ",
+                               result.parameters, " parameters; balance ",
+                               c10::Join(",", shape_.balance), ", M=", o.shape.M, ", checkpoint ",
+                               to_string(o.shape.checkpoint), ", schedule ",
+                               to_string(o.shape.schedule), ", ", o.optimizer, " lr ", o.lr));
+    log.progress.info(
         c10::str("data: ", data_->describe(), "; ", total, " steps of batch ", o.batch_size));
   }
-  const nlohmann::json run_config = o.to_json();
-  auto save = [&]() {
-    if (!snapshots_) return;
-    result.last_snapshot = snapshots_->save(*pipeline_, position_, run_config);
-    if (reports()) progress.info("saved " + result.last_snapshot);
-  };
-  auto record_evaluation = [&](const Evaluation& e) {
-    result.evaluations.push_back(e);
-    if (!reports()) return;
-    progress.info(c10::str("epoch ", e.epoch, " (step ", e.step, "): test top-1 ", e.top1 * 100,
-                           "%, top-5 ", e.top5 * 100, "% on ", e.examples, " examples"));
-    metrics.write({{"step", e.step},
-                   {"epoch", e.epoch},
-                   {"test_top1", e.top1},
-                   {"test_top5", e.top5},
-                   {"test_examples", e.examples}});
-  };
 
   const auto start = std::chrono::steady_clock::now();
   double timed_seconds = 0;
@@ -305,7 +297,7 @@ TrainResult Trainer::run() {
     if (!batch) {  // the epoch is over
       if (o.eval_every > 0 && (position_.epoch + 1) % o.eval_every == 0) {
         if (auto e = evaluate(position_.epoch, position_.step)) {
-          record_evaluation(*e);
+          record_evaluation(*e, result, log);
           last_eval_step = position_.step;
         }
       }
@@ -314,59 +306,28 @@ TrainResult Trainer::run() {
       data_->begin_epoch(position_.epoch, 0);
       continue;
     }
-    const double lr = schedule.at(position_.step);
-    pipeline_->set_learning_rate(lr);
-    const auto& mine = *batch;  // this replica's part of the mini-batch
-    const auto step_start = std::chrono::steady_clock::now();
-    double loss = 0;
-    try {
-      loss = pipeline_->train_step(mine.input, mine.target);
-    } catch (const NonFiniteLossError& e) {
-      progress.finish();
-      throw TrainingStopped(
-          c10::str(e.what(), ". Training stopped at step ", position_.step, "; ",
-                   snapshots_ && snapshots_->latest()
-                       ? "the last good snapshot is " + *snapshots_->latest() +
-                             " (continue with --resume and a lower --lr)"
-                       : std::string("no snapshot was saved (use --snapshot-dir)")));
-    }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
-    ++position_.step;
-    ++position_.batch;
-    position_.losses.push_back(loss);
-    result.step_seconds.push_back(seconds);
+    const double seconds = train_step(*batch, schedule.at(position_.step), result, log);
     if (result.step_seconds.size() > 1) {  // the first step allocates gradients and state
       timed_seconds += seconds;
       timed_samples += o.batch_size;
     }
-    const auto& last = pipeline_->last_step();
-    result.record_step(last, data_->examples_loaded(), world_->replicas() > 1);
-    progress.step(position_.step, position_.epoch, loss, lr, o.batch_size);
-    metrics.write({{"step", position_.step},
-                   {"epoch", position_.epoch},
-                   {"loss", loss},
-                   {"lr", lr},
-                   {"samples_per_s", o.batch_size / std::max(seconds, 1e-12)},
-                   {"bubble_fraction", last.bubble_fraction},
-                   {"peak_bytes_per_device", last.peak_bytes}});
     // The trace shows the last training step (an evaluation would replace the timeline).
     if (position_.step == total && !o.trace.empty() && reports()) {
       pipeline_->timeline().write_chrome_trace(o.trace);
     }
     if (o.save_every > 0 && position_.step % o.save_every == 0) {
-      save();
+      save_snapshot(result, log);
       last_saved_step = position_.step;
     }
   }
-  progress.finish();
+  log.progress.finish();
   result.train_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (last_eval_step != position_.step) {
-    if (auto e = evaluate(position_.epoch, position_.step)) record_evaluation(*e);
+    if (auto e = evaluate(position_.epoch, position_.step)) record_evaluation(*e, result, log);
   }
   if (!result.evaluations.empty()) result.final_evaluation = result.evaluations.back();
-  if (last_saved_step != position_.step) save();
+  if (last_saved_step != position_.step) save_snapshot(result, log);
 
   result.losses = position_.losses;
   result.steps = position_.step;
@@ -376,24 +337,80 @@ TrainResult Trainer::run() {
   }
   result.bubble_fraction = pipeline_->last_step().bubble_fraction;
   result.param_checksum = pipeline_->param_checksum();
-  if (o.distributed) {
-    // Every process measured its own stage: gather the per-stage peaks of replica 0.
-    const auto K = static_cast<size_t>(balance_.size());
-    std::vector<double> peaks(2 * K, 0.0);
-    if (world_->replica() == 0 && !result.peak_memory_bytes_per_device.empty()) {
-      const auto s = static_cast<size_t>(world_->stage());
-      peaks[s] = static_cast<double>(result.peak_memory_bytes_per_device[0]);
-      peaks[K + s] = static_cast<double>(result.peak_activation_bytes_per_device[0]);
-    }
-    peaks = world_->sum_over_world(peaks);
-    result.peak_memory_bytes_per_device.clear();
-    result.peak_activation_bytes_per_device.clear();
-    for (size_t s = 0; s < K; ++s) {
-      result.peak_memory_bytes_per_device.push_back(static_cast<int64_t>(peaks[s]));
-      result.peak_activation_bytes_per_device.push_back(static_cast<int64_t>(peaks[K + s]));
-    }
-  }
+  if (o.distributed) gather_stage_peaks(result);
   return result;
+}
+
+double Trainer::train_step(const models::SampleBatch& mine, double lr, TrainResult& result,
+                           RunLog& log) {
+  const auto& o = options_;
+  pipeline_->set_learning_rate(lr);
+  const auto step_start = std::chrono::steady_clock::now();
+  double loss = 0;
+  try {
+    loss = pipeline_->train_step(mine.input, mine.target);
+  } catch (const NonFiniteLossError& e) {
+    log.progress.finish();
+    throw TrainingStopped(
+        c10::str(e.what(), ". Training stopped at step ", position_.step, "; ",
+                 snapshots_ && snapshots_->latest()
+                     ? "the last good snapshot is " + *snapshots_->latest() +
+                           " (continue with --resume and a lower --lr)"
+                     : std::string("no snapshot was saved (use --snapshot-dir)")));
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+  ++position_.step;
+  ++position_.batch;
+  position_.losses.push_back(loss);
+  result.step_seconds.push_back(seconds);
+  const auto& last = pipeline_->last_step();
+  result.record_step(last, data_->examples_loaded(), world_->replicas() > 1);
+  log.progress.step(position_.step, position_.epoch, loss, lr, o.batch_size);
+  log.metrics.write({{"step", position_.step},
+                     {"epoch", position_.epoch},
+                     {"loss", loss},
+                     {"lr", lr},
+                     {"samples_per_s", o.batch_size / std::max(seconds, 1e-12)},
+                     {"bubble_fraction", last.bubble_fraction},
+                     {"peak_bytes_per_device", last.peak_bytes}});
+  return seconds;
+}
+
+void Trainer::save_snapshot(TrainResult& result, RunLog& log) {
+  if (!snapshots_) return;
+  result.last_snapshot = snapshots_->save(*pipeline_, position_, log.config);
+  if (reports()) log.progress.info("saved " + result.last_snapshot);
+}
+
+void Trainer::record_evaluation(const Evaluation& e, TrainResult& result, RunLog& log) {
+  result.evaluations.push_back(e);
+  if (!reports()) return;
+  log.progress.info(c10::str("epoch ", e.epoch, " (step ", e.step, "): test top-1 ", e.top1 * 100,
+                             "%, top-5 ", e.top5 * 100, "% on ", e.examples, " examples"));
+  log.metrics.write({{"step", e.step},
+                     {"epoch", e.epoch},
+                     {"test_top1", e.top1},
+                     {"test_top5", e.top5},
+                     {"test_examples", e.examples}});
+}
+
+void Trainer::gather_stage_peaks(TrainResult& result) {
+  // Every process measured its own stage: gather the per-stage peaks of replica 0.
+  const auto K = static_cast<size_t>(shape_.K);
+  std::vector<double> peaks(2 * K, 0.0);
+  if (world_->replica() == 0 && !result.peak_memory_bytes_per_device.empty()) {
+    const auto s = static_cast<size_t>(world_->stage());
+    peaks[s] = static_cast<double>(result.peak_memory_bytes_per_device[0]);
+    peaks[K + s] = static_cast<double>(result.peak_activation_bytes_per_device[0]);
+  }
+  peaks = world_->sum_over_world(peaks);
+  result.peak_memory_bytes_per_device.clear();
+  result.peak_activation_bytes_per_device.clear();
+  for (size_t s = 0; s < K; ++s) {
+    result.peak_memory_bytes_per_device.push_back(static_cast<int64_t>(peaks[s]));
+    result.peak_activation_bytes_per_device.push_back(static_cast<int64_t>(peaks[K + s]));
+  }
 }
 
 }  // namespace gpipe::train

@@ -90,7 +90,20 @@ class Trainer {
   // --plan auto: the planner's best plan for --memory-per-device sets the pipeline flags.
   void choose_plan();
   void resolve_balance();
+  // The exact partition of the layers into S stages by --balance-by.
+  std::vector<int64_t> balance_stages(int64_t S);
   void restore();
+  // Creates --output-dir and names the outputs it holds; checks every output path.
+  void resolve_outputs();
+  // Distributed: joins the world, shards the data and builds this rank's stage.
+  void join_world(PipelineOptions pipe_options, const LossFn& loss);
+  struct RunLog;
+  // One training step on this replica's batch at `lr`, recorded; returns its seconds.
+  double train_step(const models::SampleBatch& mine, double lr, TrainResult& result, RunLog& log);
+  void save_snapshot(TrainResult& result, RunLog& log);
+  void record_evaluation(const Evaluation& e, TrainResult& result, RunLog& log);
+  // Distributed: every stage's peaks, measured by its own process, into `result`.
+  void gather_stage_peaks(TrainResult& result);
   std::optional<Evaluation> evaluate(int64_t epoch, int64_t step);
   // This replica's rows of a global mini-batch.
   models::SampleBatch shard(models::SampleBatch batch) const;
@@ -103,8 +116,8 @@ class Trainer {
   World* world_ = &single_process_world();         // context_, or the world of one process
   LayerList layers_;  // every layer in-process; this stage's layers in a distributed run
   int64_t total_layers_ = 0;
-  std::vector<int64_t> balance_;
-  std::vector<int64_t> stage_balance_;  // per virtual stage, when v > 1 and auto-balanced
+  // options_.shape resolved: K, the balance per device and, when v > 1, per virtual stage.
+  PipelineShape shape_;
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<SnapshotManager> snapshots_;
   RunPosition position_;

@@ -32,7 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (gpipe::tables::parse_bytes(text, "--memory-per-device") <= 0) std::abort();
         break;
       case 4:
-        gpipe::plan::parse_plan_shape(text);
+        gpipe::parse_shape(text);
         break;
       case 5:
         gpipe::tables::parse_size_config(text);

@@ -1,0 +1,210 @@
+#include "common/pipeline_shape.h"
+
+#include <algorithm>
+#include <cctype>
+#include <sstream>
+
+#include "common/cli.h"
+#include "gpipe/device.h"
+#include "gpipe/errors.h"
+
+namespace gpipe {
+namespace {
+
+// Bounds of the flags (docs/design.md, "Bounds"): past them a run would grow memory or threads
+// without doing anything useful.
+constexpr int64_t kMaxDevices = 4096;                   // K, and cores to plan for
+constexpr int64_t kMaxMicroBatches = int64_t{1} << 24;  // M (no more than samples in a batch)
+constexpr int64_t kMaxVirtualStages = 64;               // v per device
+constexpr int64_t kMaxLayers = 1 << 20;                 // layers of one stage
+constexpr int64_t kMaxThreads = 4096;                   // intra-op threads of one device
+
+std::string join(const std::vector<int64_t>& values) {
+  std::string out;
+  for (const int64_t value : values)
+    out += (out.empty() ? "" : ",") + std::to_string(value);
+  return out;
+}
+
+bool is_count(const std::string& text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), ::isdigit);
+}
+
+// --devices: one device spec per stage ("cpu:0,cpu:1", "cuda:0"), or a number of cores to plan
+// for ("4").
+void check_devices(const std::string& text) {
+  GPIPE_CHECK(!text.empty(), ConfigError, "an empty value (give cpu:0,cpu:1, cuda:0 or a count)");
+  if (is_count(text)) {
+    const auto cores = cli::parse_ints(text, "");
+    GPIPE_CHECK(cores.at(0) >= 1 && cores.at(0) <= kMaxDevices, ConfigError, text,
+                " is not a number of cores in [1, ", kMaxDevices, "]");
+    return;
+  }
+  for (const auto& device : cli::parse_names(text, ""))
+    DeviceSpec::parse(device);
+}
+
+int64_t parse_positive(const std::string& key, const std::string& value) {
+  const auto numbers = cli::parse_ints(value, key);
+  GPIPE_CHECK(numbers.size() == 1 && numbers[0] >= 1, ConfigError, "plan key ", key,
+              " needs one integer >= 1, got '", value, "'");
+  return numbers[0];
+}
+
+}  // namespace
+
+int64_t PipelineShape::virtual_stages() const {
+  return v > 0 ? v : default_virtual_stages(schedule);
+}
+
+bool PipelineShape::operator==(const PipelineShape& o) const {
+  return K == o.K && R == o.R && M == o.M && schedule == o.schedule && v == o.v &&
+         checkpoint == o.checkpoint && balance == o.balance && stage_balance == o.stage_balance &&
+         devices == o.devices && threads == o.threads;
+}
+
+std::string PipelineShape::describe() const {
+  std::ostringstream out;
+  out << "K=" << K << ",R=" << R << ",M=" << M << ",schedule=" << to_string(schedule)
+      << ",v=" << virtual_stages() << ",checkpoint=" << to_string(checkpoint)
+      << ",threads=" << threads;
+  return out.str();
+}
+
+PipelineShape parse_shape(const std::string& text) {
+  PipelineShape shape;
+  shape.K = 1;
+  shape.checkpoint = Checkpoint::kNever;
+  shape.threads = 1;
+  bool v_given = false;
+  for (const auto& item : cli::parse_strings(text)) {
+    const auto eq = item.find('=');
+    GPIPE_CHECK(eq != std::string::npos, ConfigError, "plan item '", item,
+                "' is not key=value (keys: K, R, M, schedule, v, checkpoint, threads)");
+    const auto key = item.substr(0, eq);
+    const auto value = item.substr(eq + 1);
+    if (key == "K") {
+      shape.K = parse_positive(key, value);
+    } else if (key == "R") {
+      shape.R = parse_positive(key, value);
+    } else if (key == "M") {
+      shape.M = parse_positive(key, value);
+    } else if (key == "v") {
+      shape.v = parse_positive(key, value);
+      v_given = true;
+    } else if (key == "threads") {
+      shape.threads = static_cast<int>(parse_positive(key, value));
+    } else if (key == "schedule") {
+      shape.schedule = parse_schedule_kind(value);
+    } else if (key == "checkpoint") {
+      shape.checkpoint = parse_checkpoint(value);
+    } else {
+      throw ConfigError("unknown plan key '" + key + "' in '" + text +
+                        "': expected K, R, M, schedule, v, checkpoint, threads");
+    }
+  }
+  if (!v_given) shape.v = default_virtual_stages(shape.schedule);
+  check_virtual_stages(shape.schedule, shape.v);
+  return shape;
+}
+
+std::vector<std::string> to_flags(const PipelineShape& shape) {
+  std::vector<std::string> flags = {"--partitions", std::to_string(shape.K)};
+  // One of the two balances: the trainer derives the other.
+  const bool by_stage =
+      !shape.stage_balance.empty() && (shape.virtual_stages() > 1 || shape.balance.empty());
+  if (by_stage) {
+    flags.insert(flags.end(), {"--stage-balance", join(shape.stage_balance)});
+  } else if (!shape.balance.empty()) {
+    flags.insert(flags.end(), {"--balance", join(shape.balance)});
+  }
+  flags.insert(flags.end(), {"--chunks", std::to_string(shape.M), "--schedule",
+                             to_string(shape.schedule), "--virtual-stages", std::to_string(shape.v),
+                             "--checkpoint", to_string(shape.checkpoint), "--threads-per-device",
+                             std::to_string(shape.threads)});
+  if (!shape.devices.empty()) {
+    std::string devices;
+    for (const auto& d : shape.devices)
+      devices += (devices.empty() ? "" : ",") + d;
+    flags.insert(flags.end(), {"--devices", devices});
+  }
+  return flags;
+}
+
+void add_shape_flags(CLI::App& app, PipelineShape& shape, int64_t& planning_cores,
+                     const std::string& group) {
+  auto& s = shape;
+  app.add_option("--partitions,-K", s.K, "number of stages K (auto-balanced by --balance-by)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, kMaxDevices))
+      ->group(group);
+  app.add_option_function<std::string>(
+         "--balance",
+         [&s](const std::string& text) {
+           s.balance = text.empty() ? std::vector<int64_t>{} : cli::parse_ints(text, "");
+         },
+         "layers per stage, e.g. 3,3,2 (sets K; \"\" clears a preset's)")
+      ->check(cli::int_list(1, kMaxLayers, /*allow_empty=*/true))
+      ->group(group);
+  app.add_option("--chunks,-M", s.M, "micro-batches per mini-batch")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, kMaxMicroBatches))
+      ->group(group);
+  app.add_option_function<std::string>(
+         "--checkpoint", [&s](const std::string& text) { s.checkpoint = parse_checkpoint(text); },
+         "re-materialisation: always | except_last | never")
+      ->default_str(to_string(s.checkpoint))
+      ->check(cli::parsed_by([](const std::string& v) { parse_checkpoint(v); }))
+      ->group(group);
+  app.add_option_function<std::string>(
+         "--schedule", [&s](const std::string& text) { s.schedule = parse_schedule_kind(text); },
+         "gpipe | 1f1b | interleaved-1f1b | zb-h1 | zbv")
+      ->default_str(to_string(s.schedule))
+      ->check(cli::parsed_by([](const std::string& v) { parse_schedule_kind(v); }))
+      ->group(group);
+  app.add_option("--virtual-stages", s.v,
+                 "v stages per device for interleaved-1f1b (default 2) and zbv (2); each "
+                 "--balance entry must be a multiple of v")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, kMaxVirtualStages))
+      ->group(group);
+  app.add_option_function<std::string>(
+         "--stage-balance",
+         [&s](const std::string& text) { s.stage_balance = cli::parse_ints(text, ""); },
+         "layers per virtual stage in stage order (K*v entries), for v > 1; sets --balance")
+      ->check(cli::int_list(1, kMaxLayers))
+      ->group(group);
+  app.add_option_function<std::string>(
+         "--devices",
+         [&s, &planning_cores](const std::string& text) {
+           if (is_count(text)) {
+             planning_cores = cli::parse_ints(text, "").at(0);
+             s.devices.clear();
+           } else {
+             s.devices = cli::parse_names(text, "");
+             planning_cores = 0;
+           }
+         },
+         "one per stage: cpu:0,cpu:1 or cuda:0,cuda:1")
+      ->check(cli::parsed_by(check_devices))
+      ->group(group);
+  app.add_option("--threads-per-device", s.threads,
+                 "intra-op threads per device (0: 1 when K > 1, all cores when K = 1)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, static_cast<int>(kMaxThreads)))
+      ->group(group);
+}
+
+PipelineOptions to_pipeline_options(const PipelineShape& shape) {
+  PipelineOptions options(shape.balance);
+  options.chunks(shape.M)
+      .checkpoint(shape.checkpoint)
+      .schedule(shape.schedule)
+      .virtual_stages(shape.v)
+      .stage_balance(shape.stage_balance)
+      .threads_per_device(shape.threads);
+  if (!shape.devices.empty()) options.devices(shape.devices);
+  return options;
+}
+
+}  // namespace gpipe

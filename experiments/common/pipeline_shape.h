@@ -1,0 +1,61 @@
+// PipelineShape: the shape of one pipeline, typed, as every layer above the engine describes it.
+//
+// Why this file exists: the trainer runs a shape, the planner chooses one and the command line
+// names one. One type carries K, R, M, the schedule, v, re-materialisation, the balances, the
+// devices and the threads, so a plan becomes a run by assignment. Strings exist only where the
+// command line is read (add_shape_flags) or printed (to_flags, describe), and each printer is
+// the inverse of its reader (tested for every schedule).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpipe/pipeline.h"
+
+namespace gpipe {
+
+struct PipelineShape {
+  int64_t K = 0;  // devices per replica; 0: the balance's length, or 1
+  int64_t R = 1;  // data-parallel replicas (a launcher's choice: no gpipe_train flag)
+  int64_t M = 1;  // micro-batches of each replica's batch
+  ScheduleKind schedule = ScheduleKind::kGPipe;
+  int64_t v = 0;  // virtual stages per device; 0: the schedule's default
+  Checkpoint checkpoint = Checkpoint::kExceptLast;
+  std::vector<int64_t> balance;        // layers per device; empty: the trainer balances
+  std::vector<int64_t> stage_balance;  // layers per virtual stage (K x v); empty: even split
+  std::vector<std::string> devices;    // one per device; empty: cpu:0 .. cpu:K-1
+  int threads = 0;                     // intra-op threads per device; 0: automatic
+
+  // v, or the schedule's default when v is 0.
+  int64_t virtual_stages() const;
+  bool operator==(const PipelineShape& other) const;
+  bool operator!=(const PipelineShape& other) const { return !(*this == other); }
+
+  // "K=2,R=1,M=8,schedule=1f1b,v=1,checkpoint=never,threads=1": what a plan is called.
+  std::string describe() const;
+};
+
+// The inverse of describe() for its keys (the balances and devices are not part of it). Keys
+// left out take K=1, R=1, M=1, gpipe, the schedule's v, checkpoint never, threads 1. Throws
+// ConfigError naming a bad key or value.
+PipelineShape parse_shape(const std::string& text);
+
+// gpipe_train's flags for `shape` (R is not a flag). Of the two balances only one is printed,
+// the stage balance when v > 1 (the trainer derives the other): parsing the flags with
+// add_shape_flags gives back a shape that holds one balance.
+std::vector<std::string> to_flags(const PipelineShape& shape);
+
+// Declares --partitions/-K, --balance, --chunks/-M, --checkpoint, --schedule, --virtual-stages,
+// --stage-balance, --devices and --threads-per-device in `group`; each value is checked and
+// parsed into `shape` as it is read (the flags, a TOML preset or --config). --devices also takes
+// a count of cores to plan for ("4"): that goes to `planning_cores`, the device list stays empty.
+void add_shape_flags(CLI::App& app, PipelineShape& shape, int64_t& planning_cores,
+                     const std::string& group);
+
+// The engine's options for `shape`; the balance must be resolved (one entry per device).
+PipelineOptions to_pipeline_options(const PipelineShape& shape);
+
+}  // namespace gpipe
