@@ -104,13 +104,12 @@ void measure(plan::Plan& plan, plan::CostBook& book, const plan::PlanRequest& re
   if (plan.shape.R == 1) return plan::verify(plan, book, request, warmup, steps);
   const auto train = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "gpipe_train";
   plan::verify_in_processes(
-      plan, request, train.string(),
+      plan, train.string(),
       without_flags(pass, {"--steps", "--progress", "--eval-every", "--output-dir"}), warmup,
       steps);
 }
 
-std::string command(const plan::Plan& plan, const plan::PlanRequest& request,
-                    const std::vector<std::string>& args) {
+std::string command(const plan::Plan& plan, const std::vector<std::string>& args) {
   std::string out;
   if (plan.shape.R > 1) {
     out = "scripts/launch.sh --nproc-per-node " + std::to_string(plan.shape.K * plan.shape.R) +
@@ -282,7 +281,7 @@ void print_report(const std::vector<plan::Plan>& shown, const std::vector<plan::
     std::cout << "\nGrid:\n";
     print_table(grid_plans, request);
   }
-  std::cout << "\nbest: " << command(shown.front(), request, pass) << "\n";
+  std::cout << "\nbest: " << command(shown.front(), pass) << "\n";
 }
 
 // `plans` as JSON, each with its command, the calibration it was predicted from and whether it
@@ -292,7 +291,7 @@ nlohmann::json plans_json(const std::vector<plan::Plan>& plans, const plan::Cost
   auto list = nlohmann::json::array();
   for (const auto& p : plans) {
     auto j = plan::to_json(p, request);
-    j["command"] = command(p, request, pass);
+    j["command"] = command(p, pass);
     j["calibration"] = book.calibration_in_use(plan::calibration_name(book, request, p.shape));
     j["calibration_rounds"] = book.calibration_rounds(j["calibration"]);
     j["fits"] = request.memory_per_device <= 0 || p.max_peak_bytes() <= request.memory_per_device;

@@ -19,13 +19,6 @@ constexpr int64_t kMaxVirtualStages = 64;               // v per device
 constexpr int64_t kMaxLayers = 1 << 20;                 // layers of one stage
 constexpr int64_t kMaxThreads = 4096;                   // intra-op threads of one device
 
-std::string join(const std::vector<int64_t>& values) {
-  std::string out;
-  for (const int64_t value : values)
-    out += (out.empty() ? "" : ",") + std::to_string(value);
-  return out;
-}
-
 bool is_count(const std::string& text) {
   return !text.empty() && std::all_of(text.begin(), text.end(), ::isdigit);
 }
@@ -114,20 +107,16 @@ std::vector<std::string> to_flags(const PipelineShape& shape) {
   const bool by_stage =
       !shape.stage_balance.empty() && (shape.virtual_stages() > 1 || shape.balance.empty());
   if (by_stage) {
-    flags.insert(flags.end(), {"--stage-balance", join(shape.stage_balance)});
+    flags.insert(flags.end(), {"--stage-balance", c10::Join(",", shape.stage_balance)});
   } else if (!shape.balance.empty()) {
-    flags.insert(flags.end(), {"--balance", join(shape.balance)});
+    flags.insert(flags.end(), {"--balance", c10::Join(",", shape.balance)});
   }
   flags.insert(flags.end(), {"--chunks", std::to_string(shape.M), "--schedule",
                              to_string(shape.schedule), "--virtual-stages", std::to_string(shape.v),
                              "--checkpoint", to_string(shape.checkpoint), "--threads-per-device",
                              std::to_string(shape.threads)});
-  if (!shape.devices.empty()) {
-    std::string devices;
-    for (const auto& d : shape.devices)
-      devices += (devices.empty() ? "" : ",") + d;
-    flags.insert(flags.end(), {"--devices", devices});
-  }
+  if (!shape.devices.empty())
+    flags.insert(flags.end(), {"--devices", c10::Join(",", shape.devices)});
   return flags;
 }
 

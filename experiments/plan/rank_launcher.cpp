@@ -115,7 +115,7 @@ void run_ranks(const std::string& program, const std::vector<std::string>& args,
               tail(logs[failed], 5));
 }
 
-void verify_in_processes(Plan& plan, const PlanRequest& request, const std::string& train_program,
+void verify_in_processes(Plan& plan, const std::string& train_program,
                          const std::vector<std::string>& train_args, int warmup, int steps) {
   GPIPE_CHECK(std::filesystem::exists(train_program), ConfigError, "verifying ",
               plan.shape.describe(), " runs ", train_program,

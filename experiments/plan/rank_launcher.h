@@ -25,7 +25,7 @@ void run_ranks(const std::string& program, const std::vector<std::string>& args,
 // and training flags, without the plan's own: those come from to_flags(plan.shape)) plus
 // --distributed, for `warmup` + `steps` steps, as K x R processes, and adds the timed steps and the
 // per-stage peaks as one round (add_measurement).
-void verify_in_processes(Plan& plan, const PlanRequest& request, const std::string& train_program,
+void verify_in_processes(Plan& plan, const std::string& train_program,
                          const std::vector<std::string>& train_args, int warmup = 2, int steps = 5);
 
 }  // namespace gpipe::plan
