@@ -15,6 +15,77 @@ struct Progress {
   bool checkpoint = false;
 };
 
+// Checks one action of device d against what its (stage, micro-batch) did before it, in `p`,
+// and records it there.
+void check_action(const Schedule& schedule, int64_t d, const Action& a, Progress& p) {
+  const auto what = [&] { return c10::str("device ", d, " action ", to_string(a)); };
+  const bool first = a.stage == 0, last = a.stage == schedule.num_stages() - 1;
+  switch (a.kind) {
+    case ActionKind::kRecvForward:
+      GPIPE_CHECK(!first && a.peer == a.stage - 1 && p.forward == 0 && ++p.recv_forward == 1,
+                  ConfigError, what(), " is misplaced or repeated");
+      break;
+    case ActionKind::kForward:
+      GPIPE_CHECK(++p.forward == 1, ConfigError, what(), " runs twice");
+      GPIPE_CHECK(!schedule.lowered || first || p.recv_forward == 1, ConfigError, what(),
+                  " runs before its RECV");
+      p.checkpoint = a.checkpoint;
+      break;
+    case ActionKind::kSendForward:
+      GPIPE_CHECK(!last && a.peer == a.stage + 1 && p.forward == 1 && ++p.send_forward == 1,
+                  ConfigError, what(), " is misplaced or repeated");
+      break;
+    case ActionKind::kRecompute:
+      GPIPE_CHECK(p.checkpoint && p.backward == 0 && ++p.recompute == 1, ConfigError, what(),
+                  " needs a checkpointed F before it and no B");
+      break;
+    case ActionKind::kRecvBackward:
+      GPIPE_CHECK(!last && a.peer == a.stage + 1 && p.forward == 1 && p.backward == 0 &&
+                      ++p.recv_backward == 1,
+                  ConfigError, what(), " is misplaced or repeated");
+      break;
+    case ActionKind::kBackward:
+      GPIPE_CHECK(!schedule.forward_only, ConfigError, "a forward-only schedule has ", what());
+      GPIPE_CHECK(p.forward == 1, ConfigError, what(), " runs before F", a.microbatch);
+      GPIPE_CHECK(++p.backward == 1, ConfigError, what(), " runs twice");
+      GPIPE_CHECK(!schedule.lowered || last || p.recv_backward == 1, ConfigError, what(),
+                  " runs before its RECV");
+      GPIPE_CHECK(!schedule.lowered || !p.checkpoint || p.recompute == 1, ConfigError, what(),
+                  " runs before the R of its checkpointed F");
+      break;
+    case ActionKind::kSendBackward:
+      GPIPE_CHECK(!first && a.peer == a.stage - 1 && p.backward == 1 && ++p.send_backward == 1,
+                  ConfigError, what(), " is misplaced or repeated");
+      break;
+    case ActionKind::kWeight:
+      GPIPE_CHECK(p.backward == 1 && ++p.weight == 1, ConfigError, what(),
+                  " must follow its B, once");
+      break;
+  }
+  GPIPE_CHECK(schedule.lowered || a.peer < 0, ConfigError, what(),
+              " is a message in a schedule that is not lowered");
+}
+
+// Checks that (stage s, micro-batch m) ran every action the schedule owes it, from `p` (`split`:
+// the schedule lists W actions).
+void check_complete(const Schedule& schedule, bool split, int64_t s, int64_t m, const Progress& p) {
+  const int64_t S = schedule.num_stages();
+  const auto where = [&] { return c10::str("stage ", s, " micro-batch ", m); };
+  GPIPE_CHECK(p.forward == 1, ConfigError, where(), " never runs F");
+  if (!schedule.forward_only) {
+    GPIPE_CHECK(p.backward == 1, ConfigError, where(), " never runs B");
+    GPIPE_CHECK(p.weight == (split ? 1 : 0), ConfigError, where(), " runs ", p.weight,
+                " W; a split schedule runs one for every B");
+  }
+  if (!schedule.lowered) return;
+  GPIPE_CHECK(p.recompute == (p.checkpoint && !schedule.forward_only ? 1 : 0), ConfigError, where(),
+              " has ", p.recompute, " R for a ", p.checkpoint ? "checkpointed" : "kept",
+              " forward");
+  GPIPE_CHECK(s == S - 1 || p.send_forward == 1, ConfigError, where(), " never sends F");
+  GPIPE_CHECK(schedule.forward_only || s == 0 || p.send_backward == 1, ConfigError, where(),
+              " never sends B");
+}
+
 void check_structure(const Schedule& schedule) {
   const int64_t K = schedule.devices;
   const int64_t M = schedule.microbatches;
@@ -36,52 +107,7 @@ void check_structure(const Schedule& schedule) {
                   " of ", M);
       GPIPE_CHECK(schedule.device_of(a.stage) == d, ConfigError, what(), " runs stage ", a.stage,
                   ", which is placed on device ", schedule.device_of(a.stage));
-      auto& p = done[a.stage][a.microbatch];
-      const bool first = a.stage == 0, last = a.stage == S - 1;
-      switch (a.kind) {
-        case ActionKind::kRecvForward:
-          GPIPE_CHECK(!first && a.peer == a.stage - 1 && p.forward == 0 && ++p.recv_forward == 1,
-                      ConfigError, what(), " is misplaced or repeated");
-          break;
-        case ActionKind::kForward:
-          GPIPE_CHECK(++p.forward == 1, ConfigError, what(), " runs twice");
-          GPIPE_CHECK(!schedule.lowered || first || p.recv_forward == 1, ConfigError, what(),
-                      " runs before its RECV");
-          p.checkpoint = a.checkpoint;
-          break;
-        case ActionKind::kSendForward:
-          GPIPE_CHECK(!last && a.peer == a.stage + 1 && p.forward == 1 && ++p.send_forward == 1,
-                      ConfigError, what(), " is misplaced or repeated");
-          break;
-        case ActionKind::kRecompute:
-          GPIPE_CHECK(p.checkpoint && p.backward == 0 && ++p.recompute == 1, ConfigError, what(),
-                      " needs a checkpointed F before it and no B");
-          break;
-        case ActionKind::kRecvBackward:
-          GPIPE_CHECK(!last && a.peer == a.stage + 1 && p.forward == 1 && p.backward == 0 &&
-                          ++p.recv_backward == 1,
-                      ConfigError, what(), " is misplaced or repeated");
-          break;
-        case ActionKind::kBackward:
-          GPIPE_CHECK(!schedule.forward_only, ConfigError, "a forward-only schedule has ", what());
-          GPIPE_CHECK(p.forward == 1, ConfigError, what(), " runs before F", a.microbatch);
-          GPIPE_CHECK(++p.backward == 1, ConfigError, what(), " runs twice");
-          GPIPE_CHECK(!schedule.lowered || last || p.recv_backward == 1, ConfigError, what(),
-                      " runs before its RECV");
-          GPIPE_CHECK(!schedule.lowered || !p.checkpoint || p.recompute == 1, ConfigError, what(),
-                      " runs before the R of its checkpointed F");
-          break;
-        case ActionKind::kSendBackward:
-          GPIPE_CHECK(!first && a.peer == a.stage - 1 && p.backward == 1 && ++p.send_backward == 1,
-                      ConfigError, what(), " is misplaced or repeated");
-          break;
-        case ActionKind::kWeight:
-          GPIPE_CHECK(p.backward == 1 && ++p.weight == 1, ConfigError, what(),
-                      " must follow its B, once");
-          break;
-      }
-      GPIPE_CHECK(schedule.lowered || a.peer < 0, ConfigError, what(),
-                  " is a message in a schedule that is not lowered");
+      check_action(schedule, d, a, done[a.stage][a.microbatch]);
       const bool gradient = a.kind == ActionKind::kBackward || a.kind == ActionKind::kWeight;
       GPIPE_CHECK(!a.final_gradient || (schedule.lowered && gradient), ConfigError, what(),
                   " is marked final_gradient but is not a B or W of a lowered schedule");
@@ -96,21 +122,7 @@ void check_structure(const Schedule& schedule) {
                 ConfigError, "stage ", s, " marks ", finals[s],
                 " B/W actions final_gradient; a lowered training schedule marks its last one only");
     for (int64_t m = 0; m < M; ++m) {
-      const auto& p = done[s][m];
-      const auto where = [&] { return c10::str("stage ", s, " micro-batch ", m); };
-      GPIPE_CHECK(p.forward == 1, ConfigError, where(), " never runs F");
-      if (!schedule.forward_only) {
-        GPIPE_CHECK(p.backward == 1, ConfigError, where(), " never runs B");
-        GPIPE_CHECK(p.weight == (split ? 1 : 0), ConfigError, where(), " runs ", p.weight,
-                    " W; a split schedule runs one for every B");
-      }
-      if (!schedule.lowered) continue;
-      GPIPE_CHECK(p.recompute == (p.checkpoint && !schedule.forward_only ? 1 : 0), ConfigError,
-                  where(), " has ", p.recompute, " R for a ",
-                  p.checkpoint ? "checkpointed" : "kept", " forward");
-      GPIPE_CHECK(s == S - 1 || p.send_forward == 1, ConfigError, where(), " never sends F");
-      GPIPE_CHECK(schedule.forward_only || s == 0 || p.send_backward == 1, ConfigError, where(),
-                  " never sends B");
+      check_complete(schedule, split, s, m, done[s][m]);
     }
   }
 }
