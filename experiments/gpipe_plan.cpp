@@ -25,12 +25,12 @@
 #include <set>
 
 #include "common/cli.h"
+#include "common/report.h"
 #include "gpipe/errors.h"
 #include "gpipe/models/registry.h"
 #include "gpipe/timeline.h"
 #include "gpipe/timing.h"
 #include "plan/rank_launcher.h"
-#include "tables/report.h"
 #include "train/train_plan.h"
 #include "train/trainer.h"
 
@@ -139,14 +139,13 @@ void print_table(const std::vector<plan::Plan>& plans, const plan::PlanRequest& 
       measured_peak = std::max(measured_peak, static_cast<double>(b));
     std::cout << "| " << i + 1 << " | " << s.K << " | " << s.R << " | " << s.M << " | "
               << to_string(s.schedule) << " | " << s.v << " | " << to_string(s.checkpoint) << " | "
-              << s.threads << " | " << balance << " | " << tables::fixed(p.step_ms, 1) << " | "
-              << tables::fixed(p.samples_per_s, 1) << " | "
-              << tables::format_bytes(p.max_peak_bytes()) << " | "
+              << s.threads << " | " << balance << " | " << fixed(p.step_ms, 1) << " | "
+              << fixed(p.samples_per_s, 1) << " | " << format_bytes(p.max_peak_bytes()) << " | "
               << (request.memory_per_device > 0
-                      ? tables::format_bytes(request.memory_per_device - p.max_peak_bytes())
+                      ? format_bytes(request.memory_per_device - p.max_peak_bytes())
                       : "-")
-              << " | " << tables::fixed_or_dash(p.measured_step_ms, 1) << " | "
-              << (p.measured_step_ms ? tables::format_bytes(measured_peak) : "-") << " |\n";
+              << " | " << fixed_or_dash(p.measured_step_ms, 1) << " | "
+              << (p.measured_step_ms ? format_bytes(measured_peak) : "-") << " |\n";
   }
 }
 

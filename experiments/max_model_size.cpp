@@ -9,7 +9,7 @@
 // Why this program exists: it is what `experiments/max_model_size`, the command that regenerates
 // Table 1, runs (the shell wrapper beside this file builds it and runs it). A calibrated memory
 // model proposes sizes; every reported row is a size whose real training step
-// (tables/workload.h) the memory meter measured within the budget on every device. Writes
+// (costs/measured_step.h) the memory meter measured within the budget on every device. Writes
 // PREFIX.md, PREFIX.csv and PREFIX.json.
 #include <spdlog/spdlog.h>
 
@@ -17,10 +17,10 @@
 #include <iostream>
 
 #include "common/cli.h"
+#include "common/report.h"
 #include "gpipe/errors.h"
 #include "tables/max_size.h"
 #include "tables/paper_figures.h"
-#include "tables/report.h"
 
 namespace gpipe {
 namespace {
@@ -47,7 +47,7 @@ void add_flags(CLI::App& app, TableFlags& f) {
          "--memory-budget", f.budget_text,
          "bytes per device for every model, e.g. 8GiB, 96MiB (default: the preset's; paper: "
          "8GiB for AmoebaNet-D, 16GiB for Transformer-L, as the paper)")
-      ->check(cli::parsed_by([](const std::string& text) { tables::parse_bytes(text, ""); }));
+      ->check(cli::parsed_by([](const std::string& text) { parse_bytes(text, ""); }));
   app.add_option("--models", f.models_text,
                  "comma list of amoebanet-d, transformer-l (default both)")
       ->check(cli::name_list([](const std::string& m) { tables::check_paper_model("", m); }));
@@ -129,7 +129,7 @@ std::vector<tables::MaxSizeModel> selected_models(const TableFlags& f,
 tables::MaxSizeOptions search_options(const TableFlags& f) {
   auto options = tables::max_size_preset(f.preset);
   if (!f.budget_text.empty()) {
-    options.budget_bytes = tables::parse_bytes(f.budget_text, "--memory-budget");
+    options.budget_bytes = parse_bytes(f.budget_text, "--memory-budget");
     for (auto& model : options.models)
       model.budget_bytes = 0;
   }
@@ -150,7 +150,7 @@ int run_table(const TableFlags& f, int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(f.log_level));
   auto result = tables::run_max_size(search_options(f));
   result.command = cli::command_line(argc, argv);
-  tables::publish(result, f.out, f.json_path);
+  publish(result, f.out, f.json_path);
   return cli::kExitOk;
 }
 

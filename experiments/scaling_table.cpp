@@ -8,7 +8,7 @@
 // Why this program exists: it is what `experiments/scaling_table`, the command that regenerates
 // Tables 2 and 3, runs (the shell wrapper beside this file builds it and runs it). Rows with K no
 // larger than the devices present are measured (and projected, to check the projection); the
-// others are projected from per-layer costs measured here (tables/projection.h). Writes
+// others are projected from per-layer costs measured here (costs/projection.h). Writes
 // PREFIX.md, PREFIX.csv and PREFIX.json.
 #include <spdlog/spdlog.h>
 
@@ -17,9 +17,9 @@
 #include <iostream>
 
 #include "common/cli.h"
+#include "common/report.h"
 #include "gpipe/errors.h"
 #include "tables/paper_figures.h"
-#include "tables/report.h"
 #include "tables/scaling.h"
 
 namespace {
@@ -207,13 +207,13 @@ tables::ScalingOptions scaling_options(const Flags& flags) {
 
 // Writes OUT.md, .csv and .json (and --json), and Table 2's breakdown beside them.
 void write_outputs(const tables::ScalingResult& result, const Flags& flags) {
-  tables::publish(result, flags.out, flags.json_path);
+  publish(result, flags.out, flags.json_path);
   std::string breakdown_out = flags.breakdown_out;
   if (breakdown_out.empty() && !flags.out.empty()) {
     breakdown_out = (std::filesystem::path(flags.out).parent_path() / "step_breakdown").string();
   }
   if (!result.breakdown.rows.empty() && !breakdown_out.empty()) {
-    tables::publish(result.breakdown, breakdown_out, "");
+    publish(result.breakdown, breakdown_out, "");
   }
 }
 

@@ -11,13 +11,14 @@
 #include <sstream>
 #include <thread>
 
+#include "costs/measured_step.h"
+#include "costs/projection.h"
 #include "gpipe/distributed.h"
 #include "gpipe/errors.h"
 #include "gpipe/memory.h"
 #include "gpipe/run_parallel.h"
 #include "gpipe/timeline.h"
 #include "gpipe/timing.h"
-#include "tables/workload.h"
 
 namespace gpipe::plan {
 namespace {
@@ -156,7 +157,7 @@ const MicrobatchCosts& CostBook::at(int64_t microbatch, int threads) {
   const auto builder = models::make_model(model_);
   const auto sample = builder->sample_batch(microbatch, seed_ + 2);
   MicrobatchCosts costs;
-  costs.layers = tables::measure_layer_costs(
+  costs.layers = costs::measure_layer_costs(
       builder->build(), sample, builder->loss(),
       DeviceSpec::parse(devices_.empty() ? "cpu:0" : devices_.front()), optimizer_,
       ProfileOptions().warmup(1).iterations(3).threads(threads).settle(kProfileSettle));
@@ -248,9 +249,9 @@ double CostBook::measure_calibration(const std::string& name, int warmup) {
   const auto& costs = at(microbatch, threads).layers;
   spdlog::info("calibrating: {} GPipe step(s), K={} M={} {} at micro-batch {}, {} thread(s)",
                replicas, K, M, to_string(checkpoint), microbatch, threads);
-  const auto balance = tables::balance_by_time(costs, K);
+  const auto balance = costs::balance_by_time(costs, K);
   const double simulated =
-      tables::project_step(costs, K, M, checkpoint, link_preset("none"), balance).step_ms;
+      costs::project_step(costs, K, M, checkpoint, link_preset("none"), balance).step_ms;
   const int steps = steps_lasting(kCalibrationMs, simulated, 1);
   const auto builder = models::make_model(model_);
   const auto batch = builder->sample_batch(microbatch * M, seed_ + 1);
@@ -265,7 +266,7 @@ double CostBook::measure_calibration(const std::string& name, int warmup) {
     shape.threads = threads;
     for (int64_t k = r * K; k < (r + 1) * K; ++k)
       shape.devices.push_back(devices_.empty() ? "cpu:" + std::to_string(k) : devices_[k]);
-    measured[r] = tables::measure_training(*builder, batch, shape, optimizer_, warmup, steps, seed_)
+    measured[r] = costs::measure_training(*builder, batch, shape, optimizer_, warmup, steps, seed_)
                       .median_step_ms;
   });
   return *std::max_element(measured.begin(), measured.end()) / simulated;

@@ -18,15 +18,15 @@
 #include <utility>
 #include <vector>
 
+#include "costs/layer_costs.h"
 #include "gpipe/models/registry.h"
 #include "gpipe/pipeline.h"
-#include "tables/projection.h"
 
 namespace gpipe::plan {
 
 // Costs of every layer at one micro-batch size and thread count (milliseconds and bytes).
 struct MicrobatchCosts {
-  tables::LayerCosts layers;
+  costs::LayerCosts layers;
   double input_bytes = 0;  // one micro-batch of the model's input
 };
 

@@ -1,10 +1,10 @@
 // Plans as JSON, and measuring them: verify() and add_measurement().
 #include <algorithm>
 
+#include "costs/measured_step.h"
 #include "gpipe/errors.h"
 #include "gpipe/timing.h"
 #include "plan/planner.h"
-#include "tables/workload.h"
 
 namespace gpipe::plan {
 
@@ -45,8 +45,8 @@ void verify(Plan& plan, CostBook& book, const PlanRequest& request, int warmup, 
               ": verify_in_processes (plan/rank_launcher.h) runs it");
   const auto builder = models::make_model(book.model());
   const auto batch = builder->sample_batch(request.batch, book.seed() + 1);
-  const auto measured = tables::measure_training(*builder, batch, plan.shape, book.optimizer(),
-                                                 warmup, steps, book.seed());
+  const auto measured = costs::measure_training(*builder, batch, plan.shape, book.optimizer(),
+                                                warmup, steps, book.seed());
   add_measurement(plan, measured.step_ms, measured.peak_bytes);
 }
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "costs/projection.h"
 #include "gpipe/errors.h"
 #include "gpipe/lowering.h"
 #include "gpipe/partition.h"
@@ -31,7 +32,7 @@ std::vector<double> per_stage(const std::vector<double>& values,
 // What each stage's backward needs above the activations it holds when it starts: the backward
 // runs the stage's layers last to first, freeing each layer's activations as it goes, so layer
 // j's workspace coexists only with the activations of layers up to j.
-std::vector<double> backward_extra(const tables::LayerCosts& costs,
+std::vector<double> backward_extra(const costs::LayerCosts& costs,
                                    const std::vector<int64_t>& stage_balance) {
   std::vector<double> out;
   int64_t first = 0;
@@ -50,8 +51,8 @@ std::vector<double> backward_extra(const tables::LayerCosts& costs,
 // Candidate stage balances: exact min-max partitions by time, by memory (parameters, their
 // gradients and optimizer state, and `kept_microbatches` micro-batches of activations) and by
 // blends of the two.
-std::vector<std::vector<int64_t>> candidate_balances(const tables::LayerCosts& costs,
-                                                     int64_t stages, int64_t state_slots,
+std::vector<std::vector<int64_t>> candidate_balances(const costs::LayerCosts& costs, int64_t stages,
+                                                     int64_t state_slots,
                                                      double kept_microbatches) {
   const int64_t n = costs.num_layers();
   std::vector<double> time(n), memory(n);
@@ -137,7 +138,7 @@ std::vector<PipelineShape> candidate_shapes(const PlanRequest& request, int64_t 
   return shapes;
 }
 
-std::vector<double> predict_peak_bytes(const tables::LayerCosts& costs, const Schedule& schedule,
+std::vector<double> predict_peak_bytes(const costs::LayerCosts& costs, const Schedule& schedule,
                                        const std::vector<int64_t>& stage_balance,
                                        Checkpoint checkpoint, int64_t state_slots) {
   auto kept = per_stage(costs.activation_bytes, stage_balance);
@@ -232,7 +233,7 @@ Plan predict(CostBook& book, const PlanRequest& request, const PipelineShape& sh
   for (int64_t d = 0; d < shape.K && !request.devices.empty(); ++d)
     plan.shape.devices.push_back(request.devices[d]);
 
-  auto sim_costs = tables::stage_costs_ms(costs, stage_balance, link_preset(request.link));
+  auto sim_costs = costs::stage_costs_ms(costs, stage_balance, link_preset(request.link));
   for (auto* stages : {&sim_costs.forward, &sim_costs.backward, &sim_costs.recompute,
                        &sim_costs.checkpointed_forward, &sim_costs.weight}) {
     for (auto& c : *stages)

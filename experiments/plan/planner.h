@@ -91,7 +91,7 @@ std::vector<PipelineShape> candidate_shapes(const PlanRequest& request, int64_t 
 
 // Predicted peak bytes of each device of `schedule` (compute actions; lowered here with
 // `checkpoint`) when virtual stage s holds `stage_balance[s]` layers of `costs`.
-std::vector<double> predict_peak_bytes(const tables::LayerCosts& costs, const Schedule& schedule,
+std::vector<double> predict_peak_bytes(const costs::LayerCosts& costs, const Schedule& schedule,
                                        const std::vector<int64_t>& stage_balance,
                                        Checkpoint checkpoint, int64_t state_slots);
 

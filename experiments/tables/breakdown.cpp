@@ -8,10 +8,10 @@
 #include <sstream>
 #include <tuple>
 
+#include "common/report.h"
 #include "gpipe/errors.h"
 #include "gpipe/schedule.h"
 #include "gpipe/simulator.h"
-#include "tables/report.h"
 
 namespace gpipe::tables {
 namespace {
@@ -66,12 +66,12 @@ std::string StepBreakdown::largest_overhead() const {
       ->first;
 }
 
-StepBreakdown simulated_breakdown(const LayerCosts& costs, int64_t K, int64_t M,
+StepBreakdown simulated_breakdown(const costs::LayerCosts& costs, int64_t K, int64_t M,
                                   Checkpoint checkpoint, const LinkModel& link_seconds,
                                   const std::vector<int64_t>& balance) {
   const auto schedule = make_schedule(ScheduleKind::kGPipe, K, M);
-  const auto linked = stage_costs_ms(costs, balance, link_seconds);
-  auto unlinked = stage_costs_ms(costs, balance, link_preset("none"));
+  const auto linked = costs::stage_costs_ms(costs, balance, link_seconds);
+  auto unlinked = costs::stage_costs_ms(costs, balance, link_preset("none"));
   const auto with_link = simulate(schedule, linked, checkpoint);
   const auto without_link = simulate(schedule, unlinked, checkpoint);
   unlinked.forward = flattened(unlinked.forward);

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "costs/projection.h"
 #include "gpipe/timeline.h"
-#include "tables/projection.h"
 
 namespace gpipe::tables {
 
@@ -50,7 +50,7 @@ struct StepBreakdown {
 
 // The GPipe step of `costs` on K devices, M micro-batches, `balance`, `checkpoint` and
 // `link_seconds`, simulated.
-StepBreakdown simulated_breakdown(const LayerCosts& costs, int64_t K, int64_t M,
+StepBreakdown simulated_breakdown(const costs::LayerCosts& costs, int64_t K, int64_t M,
                                   Checkpoint checkpoint, const LinkModel& link_seconds,
                                   const std::vector<int64_t>& balance);
 

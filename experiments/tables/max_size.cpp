@@ -7,10 +7,11 @@
 #include <map>
 #include <sstream>
 
+#include "common/report.h"
+#include "costs/measured_step.h"
 #include "gpipe/errors.h"
 #include "tables/memory_model.h"
 #include "tables/paper_figures.h"
-#include "tables/report.h"
 #include "tables/size_search.h"
 #include "tables/workload.h"
 
@@ -327,8 +328,9 @@ class ConfigSearch {
     run.M = shape_.chunks;
     run.checkpoint = checkpoint();
     run.threads = K_ == 1 ? threads_ : 1;
-    auto m = measure_training(*builder, builder->sample_batch(model_.batch, 1), run, optimizer_,
-                              /*warmup=*/1, /*steps=*/1);
+    auto m = costs::measure_training(*builder, builder->sample_batch(model_.batch, 1), run,
+                                     make_optimizer(optimizer_),
+                                     /*warmup=*/1, /*steps=*/1);
     const double peak = static_cast<double>(max_of(m.peak_bytes));
     spdlog::info(
         "{} {} {}: {} parameters, balance {}, peak {} per device ({} budget), "
@@ -385,7 +387,7 @@ class ConfigSearch {
   const int threads_;
   SizeCaches& caches_;
   MemoryShape shape_;
-  std::map<std::pair<size_t, size_t>, TrainingMeasurement> measured_;
+  std::map<std::pair<size_t, size_t>, costs::TrainingMeasurement> measured_;
 };
 
 }  // namespace

@@ -1,9 +1,9 @@
 // Table 1 as JSON, CSV and Markdown (declared in max_size.h).
 #include <sstream>
 
+#include "common/report.h"
 #include "tables/max_size.h"
 #include "tables/paper_figures.h"
-#include "tables/report.h"
 #include "tables/workload.h"
 
 namespace gpipe::tables {

@@ -10,12 +10,14 @@
 #include <tuple>
 #include <utility>
 
+#include "common/report.h"
+#include "costs/measured_step.h"
+#include "costs/projection.h"
 #include "gpipe/errors.h"
 #include "gpipe/simulator.h"
 #include "gpipe/timing.h"
 #include "tables/paper_figures.h"
-#include "tables/projection.h"
-#include "tables/report.h"
+#include "tables/table_link.h"
 #include "tables/workload.h"
 
 namespace gpipe::tables {
@@ -134,7 +136,7 @@ void warn_if_busy(const std::string& what, double other_cores) {
 // Per model and micro-batch: the (calibrated) layer costs, who else used the CPU while they
 // were profiled, and the calibration.
 struct Profiled {
-  LayerCosts costs;
+  costs::LayerCosts costs;
   double other_cores = 0;
   double calibration = 1;
 };
@@ -157,7 +159,7 @@ struct ScalingRun {
   const DeviceSpec profile_device;
   const int64_t memory;  // physical memory, 0 if unknown
   std::map<std::string, Profiled> costs_cache;
-  std::map<std::string, TrainingMeasurement> measured_cache;
+  std::map<std::string, costs::TrainingMeasurement> measured_cache;
   std::set<std::string> checked;
   std::map<std::string, CheckRounds> check_rounds;  // per measured run
 };
@@ -254,9 +256,10 @@ Profiled profile_layers(const ScalingRun& run, const ModelRun& mr, int64_t M) {
   spdlog::info("{}: profiling {} layers at micro-batch {} (M={})", model.label,
                builder->num_layers(), micro, M);
   const auto layers = builder->build();
-  const CpuMeter cpu;
-  auto c = measure_layer_costs(layers, builder->sample_batch(micro, /*seed=*/2), builder->loss(),
-                               run.profile_device, make_optimizer(mr.optimizer), options.profile);
+  const costs::CpuMeter cpu;
+  auto c =
+      costs::measure_layer_costs(layers, builder->sample_batch(micro, /*seed=*/2), builder->loss(),
+                                 run.profile_device, make_optimizer(mr.optimizer), options.profile);
   double forward = c.loss_forward_ms, backward = c.loss_backward_ms, update = 0;
   for (int64_t i = 0; i < c.num_layers(); ++i) {
     forward += c.forward_ms[i];
@@ -280,7 +283,7 @@ Profiled profile_layers(const ScalingRun& run, const ModelRun& mr, int64_t M) {
       "{:.1f} ms, so the projections' compute costs are scaled by {:.3f} ({:.1f} s)",
       model.label, M, calibration.measured_ms, calibration.projected_ms, calibration.ratio(),
       elapsed_s(t1));
-  return Profiled{scaled_compute(std::move(c), calibration.ratio()), other_cores,
+  return Profiled{costs::scaled_compute(std::move(c), calibration.ratio()), other_cores,
                   calibration.ratio()};
 }
 
@@ -298,9 +301,10 @@ ScalingRow projected_row(ScalingRun& run, const ModelRun& mr, const Profiled& pr
   const auto& options = run.options;
   const auto& costs = profiled.costs;
   const auto& link = mr.link;
-  const auto balance = balance_by_time(costs, K);
-  const auto projection = project_step(costs, K, M, options.checkpoint, link.link, balance);
-  const auto unlinked = project_step(costs, K, M, options.checkpoint, link_preset("none"), balance);
+  const auto balance = costs::balance_by_time(costs, K);
+  const auto projection = costs::project_step(costs, K, M, options.checkpoint, link.link, balance);
+  const auto unlinked =
+      costs::project_step(costs, K, M, options.checkpoint, link_preset("none"), balance);
   ScalingRow row;
   row.table = mr.table.id;
   row.model = mr.model.config.name();
@@ -311,7 +315,7 @@ ScalingRow projected_row(ScalingRun& run, const ModelRun& mr, const Profiled& pr
   row.source = "projected";
   row.link = mr.table.link;
   row.step_ms = projection.step_ms;
-  row.samples_per_s = samples_per_second(mr.model.batch, projection.step_ms);
+  row.samples_per_s = costs::samples_per_second(mr.model.batch, projection.step_ms);
   row.bubble_fraction = projection.bubble_fraction;
   row.comm_fraction = 1.0 - unlinked.step_ms / projection.step_ms;
   if (mr.table.id == "table2") {
@@ -343,8 +347,9 @@ MeasuredLink measured_link_for(const ScalingOptions& options, const TableLink& l
 }
 
 // One measured run of `row`'s K, M and balance on K devices (round r of the check rounds).
-TrainingMeasurement measure_once(const ScalingRun& run, const ModelRun& mr, const ScalingRow& row,
-                                 const MeasuredLink& measured_link, int r) {
+costs::TrainingMeasurement measure_once(const ScalingRun& run, const ModelRun& mr,
+                                        const ScalingRow& row, const MeasuredLink& measured_link,
+                                        int r) {
   const auto& options = run.options;
   const auto& model = mr.model;
   const int64_t K = row.K, M = row.M;
@@ -359,9 +364,9 @@ TrainingMeasurement measure_once(const ScalingRun& run, const ModelRun& mr, cons
   shape.M = M;
   shape.checkpoint = options.checkpoint;
   shape.threads = 1;
-  auto m = measure_training(*mr.builder, mr.full_batch, shape, mr.optimizer, options.warmup_steps,
-                            options.timed_steps, /*seed=*/1,
-                            measured_link.impose ? mr.link.link : LinkModel{});
+  auto m = costs::measure_training(*mr.builder, mr.full_batch, shape, make_optimizer(mr.optimizer),
+                                   options.warmup_steps, options.timed_steps, /*seed=*/1,
+                                   measured_link.impose ? mr.link.link : LinkModel{});
   spdlog::info(
       "{}: K={} M={}: {:.1f} ms per step, {:.2f} cores busy (measured in {:.1f} "
       "s)",
@@ -381,10 +386,11 @@ void measure_rounds(ScalingRun& run, const ModelRun& mr, const Profiled& profile
   for (int r = 0; r < options.check_rounds; ++r) {
     const auto fresh = options.check_rounds > 1 ? profile_layers(run, mr, row.M) : profiled;
     auto m = measure_once(run, mr, row, measured_link, r);
-    const auto projected = project_step(fresh.costs, row.K, row.M, options.checkpoint,
-                                        measured_link.local, row.balance);
-    rounds.push_back({samples_per_second(mr.model.batch, projected.step_ms),
-                      samples_per_second(mr.model.batch, m.median_step_ms), fresh.calibration});
+    const auto projected = costs::project_step(fresh.costs, row.K, row.M, options.checkpoint,
+                                               measured_link.local, row.balance);
+    rounds.push_back({costs::samples_per_second(mr.model.batch, projected.step_ms),
+                      costs::samples_per_second(mr.model.batch, m.median_step_ms),
+                      fresh.calibration});
     if (r == 0) run.measured_cache[run_key] = std::move(m);
   }
 }
@@ -430,7 +436,7 @@ void add_measured_row(ScalingRun& run, const ModelRun& mr, const Profiled& profi
   mrow.source = "measured";
   mrow.link = measured_link.name;
   mrow.step_ms = measured.median_step_ms;
-  mrow.samples_per_s = samples_per_second(mr.model.batch, measured.median_step_ms);
+  mrow.samples_per_s = costs::samples_per_second(mr.model.batch, measured.median_step_ms);
   mrow.bubble_fraction.reset();
   mrow.other_cores = measured.cpu.other_cores;
   run.result.rows.push_back(mrow);

@@ -4,9 +4,9 @@
 // Why this file exists: it is the body of the scaling_table driver, kept out of main() so that
 // its pieces (presets, validation, normalisation, the report) are unit-tested. A row is
 // `measured` when K devices are really there (K CUDA devices, or K CPU cores for K virtual
-// devices with one intra-op thread each); otherwise `projected` (projection.h: per-layer costs
-// calibrated by a real one-device step of the same N and M where the model fits). Rows with K no
-// larger than the devices present get both, and the projection check compares the two on this
+// devices with one intra-op thread each); otherwise `projected` (costs/projection.h: per-layer
+// costs calibrated by a real one-device step of the same N and M where the model fits). Rows with K
+// no larger than the devices present get both, and the projection check compares the two on this
 // machine's own link (none: CPU virtual devices share memory), so the table checks its own
 // projection. Measured rows are normalised by the measured baseline, projected rows by the
 // projected one.
@@ -19,12 +19,13 @@
 #include <string>
 #include <vector>
 
+#include "costs/projection.h"
 #include "gpipe/models/registry.h"
 #include "gpipe/profile.h"
 #include "gpipe/stage.h"
 #include "gpipe/timing.h"
 #include "tables/breakdown.h"
-#include "tables/projection.h"
+#include "tables/table_link.h"
 
 namespace gpipe::tables {
 
@@ -41,7 +42,7 @@ struct ScalingTableSpec {
   std::vector<ScalingModel> models;
   std::vector<int64_t> partitions;  // K
   std::vector<int64_t> chunks;      // M
-  // Link of the projected rows (projection.h: a preset, or pcie-scaled / tpu-scaled). Under a
+  // Link of the projected rows (table_link.h: a preset, or pcie-scaled / tpu-scaled). Under a
   // scaled link the measured rows run with the same link imposed on the in-process transport.
   std::string link;
   int64_t base_K = 2;  // the row every speedup divides by
@@ -65,7 +66,7 @@ struct ScalingOptions {
   // machine (this one's speed drifts by tens of percent within minutes); the check compares the
   // medians and keeps every round's error. The table's measured row is round 0's.
   int check_rounds = 1;
-  // Calibrate each model's projections at each M by a real one-device step (projection.h:
+  // Calibrate each model's projections at each M by a real one-device step (workload.h:
   // calibrate_one_device), where the model fits this machine; the step runs after the warm-up
   // for this many timed steps.
   bool calibrate = true;

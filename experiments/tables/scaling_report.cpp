@@ -1,8 +1,8 @@
 // The scaling tables as JSON, CSV and Markdown (declared in scaling.h).
 #include <sstream>
 
+#include "common/report.h"
 #include "tables/paper_figures.h"
-#include "tables/report.h"
 #include "tables/scaling.h"
 
 namespace gpipe::tables {

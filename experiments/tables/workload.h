@@ -1,18 +1,16 @@
-// A training workload of the table drivers: model, mini-batch, optimizer, and one measured run.
+// The table drivers' workload: each model's optimizer, its bytes per parameter, this machine.
 //
-// Why this file exists: Tables 1-3 all come down to running real training steps of a real model
-// through the Pipeline and reading what it did: how long a step took (Tables 2 and 3) and how many
-// bytes each device held at its peak (Table 1). Both drivers build that run here, with an
-// optimizer that keeps real state (RMSProp for AmoebaNet as the paper trains it, Adam for the
-// Transformer), so the memory per parameter is honest.
+// Why this file exists: Tables 1-3 run real training steps of a real model (costs/measured_step.h)
+// with an optimizer that keeps real state - RMSProp for AmoebaNet as the paper trains it, Adam for
+// the Transformer - so that the memory per parameter is honest. The drivers name optimizers on
+// the command line; this file turns a name into its state, its bytes and its factory.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "common/pipeline_shape.h"
-#include "gpipe/device.h"
+#include "costs/layer_costs.h"
 #include "gpipe/models/registry.h"
 #include "gpipe/pipeline.h"
 
@@ -32,53 +30,23 @@ int64_t bytes_per_parameter(const std::string& optimizer);
 // A factory for Pipeline::set_optimizer (and the profilers): small learning rates, real state.
 Pipeline::OptimizerFactory make_optimizer(const std::string& name);
 
-// Who used the CPU while something ran: this process, and everything else on the machine
-// (from /proc/stat). A measured throughput is only this machine's when `other_cores` is near 0.
-class CpuMeter {
- public:
-  CpuMeter();  // starts
-  struct Reading {
-    double wall_s = 0;
-    double own_cores = 0;    // this process's CPU seconds per wall second
-    double other_cores = 0;  // the rest of the machine's busy CPU seconds per wall second
-  };
-  Reading read() const;
-
- private:
-  double wall_start_ = 0;
-  double own_start_ = 0;
-  double machine_start_ = -1;  // < 0: /proc/stat unreadable
+// Isolated per-layer costs miss part of what a real step through the engine spends (data gone
+// cold between a micro-batch's forward and its recompute, the executor's hand-offs), as the
+// planner found (plan/cost_book.h). A table calibrates once per model and M: a real one-device
+// GPipe step (K=1 on `device`, the row's N and M, `checkpoint`, one intra-op thread) against its
+// projection from `costs`, and every projected K of that model and M takes the ratio
+// (scaled_compute). The check of a K=2 row against its projection is then the simulator's
+// account of K stages, links and bubbles, not a re-measure of one device.
+struct OneDeviceCalibration {
+  double measured_ms = 0;   // median of the timed one-device steps
+  double projected_ms = 0;  // project_step(costs, 1, M, checkpoint, no link)
+  double ratio() const { return measured_ms / projected_ms; }
 };
-
-// What measure_training saw.
-struct TrainingMeasurement {
-  std::vector<double> step_ms;  // wall time of each timed train_step (forward, backward, update)
-  double median_step_ms = 0;
-  double loss = 0;        // of the last step
-  CpuMeter::Reading cpu;  // over the timed steps
-  // Per device, of the last step: the peak bytes over the whole train_step (forward, backward and
-  // the optimizer update), the bytes it held when the step began (parameters, gradients,
-  // optimizer state), and the activation peak (the forward/backward peak less those).
-  std::vector<int64_t> peak_bytes;
-  std::vector<int64_t> state_bytes;
-  std::vector<int64_t> peak_activation_bytes;
-  // The executor's timeline of the last step (every device's actions and waits).
-  std::vector<TimelineEvent> last_step_events;
-};
-
-// Builds `builder`'s layers, a Pipeline of `shape` with `optimizer` (and `link` imposed on the
-// messages between devices), and runs `warmup` untimed and `steps` timed training steps on
-// `batch`. The first step creates the optimizer state, so memory
-// figures need warmup + steps >= 2 to include it (throws ConfigError otherwise).
-TrainingMeasurement measure_training(const models::ModelBuilder& builder,
-                                     const models::SampleBatch& batch, const PipelineShape& shape,
-                                     const std::string& optimizer, int warmup, int steps,
-                                     uint64_t seed = 1, const LinkModel& link = {});
-// The same with any optimizer factory (gpipe_plan measures with the trainer's own).
-TrainingMeasurement measure_training(const models::ModelBuilder& builder,
-                                     const models::SampleBatch& batch, const PipelineShape& shape,
-                                     const Pipeline::OptimizerFactory& optimizer, int warmup,
-                                     int steps, uint64_t seed = 1, const LinkModel& link = {});
+OneDeviceCalibration calibrate_one_device(const models::ModelBuilder& builder,
+                                          const models::SampleBatch& batch,
+                                          const costs::LayerCosts& costs, int64_t M,
+                                          Checkpoint checkpoint, const std::string& device,
+                                          const std::string& optimizer, int warmup, int steps);
 
 // Physical memory of this machine, in bytes (0 if unknown).
 int64_t physical_memory_bytes();

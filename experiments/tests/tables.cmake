@@ -1,6 +1,11 @@
 # The table drivers (scaling_table, max_model_size): their logic in a GoogleTest program, their
 # command lines through expect_exit.sh. Included from CMakeLists.txt, which defines
 # gpipe_cli_test and ${bin}.
+# The cost library (experiments/costs) alone: its tests link nothing above it.
+gpipe_test(costs_tests SOURCES test_costs.cpp DEPS gpipe_costs)
+if(TARGET costs_tests)
+  target_include_directories(costs_tests PRIVATE ${PROJECT_SOURCE_DIR}/core/tests)
+endif()
 gpipe_test(tables_tests SOURCES test_tables.cpp test_max_size.cpp test_breakdown.cpp DEPS gpipe_tables gpipe_models)
 if(TARGET tables_tests)
   # One EXPECT_CONFIG_ERROR for every suite: the engine tests' test_util.h.

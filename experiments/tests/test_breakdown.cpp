@@ -2,6 +2,7 @@
 // measured splits from a real step's timeline, and the report.
 #include <gtest/gtest.h>
 
+#include "costs/measured_step.h"
 #include "tables/breakdown.h"
 #include "tables/workload.h"
 #include "test_util.h"
@@ -10,8 +11,8 @@ namespace gpipe::tables {
 namespace {
 
 // Two equal stages: forward 1 ms, backward 2 ms per micro-batch, no update, 1 MB outputs.
-LayerCosts two_stages(double second_stage_factor = 1) {
-  LayerCosts costs;
+costs::LayerCosts two_stages(double second_stage_factor = 1) {
+  costs::LayerCosts costs;
   costs.forward_ms = {1, second_stage_factor};
   costs.backward_ms = {2, 2 * second_stage_factor};
   costs.update_ms = {0, 0};
@@ -83,9 +84,10 @@ TEST(StepBreakdown, ARealStepsTimelineGivesFractionsThatSumToOne) {
   shape.balance = {3, 2};  // the mlp's 4 hidden layers and its head
   shape.M = 4;
   shape.checkpoint = Checkpoint::kAlways;
-  const auto m = measure_training(*builder, builder->sample_batch(16, 1), shape, "adam", 1, 1);
+  const auto m = costs::measure_training(*builder, builder->sample_batch(16, 1), shape,
+                                         make_optimizer("adam"), 1, 1);
   ASSERT_FALSE(m.last_step_events.empty());
-  LayerCosts costs;
+  costs::LayerCosts costs;
   costs.forward_ms.assign(5, 1);
   costs.backward_ms.assign(5, 2);
   costs.update_ms.assign(5, 0);

@@ -1,17 +1,19 @@
 // Tests of max_model_size's logic and of the measuring code: the memory model, the size search,
-// max_model_size's options, and short real runs on tiny models (workloads, layer costs, a small
-// search confirmed by measurement). The formatting, normalisation and projection tests are
-// test_tables.cpp. What is asserted is what must hold on any machine, never a timing figure.
+// max_model_size's options, and short real runs on tiny models (a calibration, a small search
+// confirmed by measurement). The formatting and normalisation tests are test_tables.cpp; measured
+// steps and layer costs, test_costs.cpp. What is asserted is what must hold on any machine, never a
+// timing figure.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cmath>
 #include <set>
 
+#include "costs/measured_step.h"
+#include "costs/projection.h"
 #include "gpipe/errors.h"
 #include "tables/max_size.h"
 #include "tables/memory_model.h"
-#include "tables/projection.h"
 #include "tables/size_search.h"
 #include "tables/workload.h"
 #include "test_util.h"
@@ -189,71 +191,27 @@ models::ModelConfig tiny_transformer(int64_t layers) {
   return c;
 }
 
-TEST(Workload, MeasuredStepsReportTimeAndPerDeviceMemory) {
-  const auto builder = models::make_model(tiny_transformer(2));
-  PipelineShape shape;
-  shape.balance = {2, 2};
-  shape.M = 2;
-  shape.checkpoint = Checkpoint::kAlways;
-  const auto m = measure_training(*builder, builder->sample_batch(4, 1), shape, "adam", 1, 2);
-  ASSERT_EQ(m.step_ms.size(), 2u);
-  EXPECT_GT(m.median_step_ms, 0);
-  ASSERT_EQ(m.peak_bytes.size(), 2u);
-  for (size_t s = 0; s < 2; ++s) {
-    // Adam: parameters, gradients and two state tensors, at least 16 bytes per parameter.
-    EXPECT_GE(m.state_bytes[s], 16 * 4) << s;
-    EXPECT_GE(m.peak_bytes[s], m.state_bytes[s] + m.peak_activation_bytes[s]) << s;
-  }
-  EXPECT_CONFIG_ERROR(measure_training(*builder, builder->sample_batch(4, 1), shape, "adam", 0, 1),
-                      "at least two steps");
+TEST(Workload, OptimizersResolveByNameAndModel) {
   EXPECT_CONFIG_ERROR(resolve_optimizer("lion", "transformer-l"), "unknown optimizer 'lion'");
   EXPECT_EQ(resolve_optimizer("auto", "amoebanet-d"), "rmsprop");
-}
-
-TEST(Workload, TheCpuMeterSeesThisProcessWorking) {
-  const CpuMeter meter;
-  volatile double sink = 0;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
-  while (std::chrono::steady_clock::now() < until)
-    sink = sink + 1.0;
-  const auto reading = meter.read();
-  EXPECT_GE(reading.wall_s, 0.1);
-  EXPECT_GT(reading.own_cores, 0.1);  // a spinning thread, even on a crowded machine
-  EXPECT_GE(reading.other_cores, 0.0);
-}
-
-TEST(Projection, LayerCostsOfARealModelFeedAProjection) {
-  const auto builder = models::make_model(tiny_transformer(2));
-  const auto costs = measure_layer_costs(
-      builder->build(), builder->sample_batch(2, 3), builder->loss(), DeviceSpec::parse("cpu:0"),
-      make_optimizer("adam"), ProfileOptions().warmup(0).iterations(1).threads(1));
-  ASSERT_EQ(costs.num_layers(), builder->num_layers());
-  EXPECT_EQ(costs.microbatch, 2);
-  for (int64_t i = 0; i < costs.num_layers(); ++i) {
-    EXPECT_GT(costs.output_bytes[i], 0);
-    EXPECT_GE(costs.forward_ms[i], 0);
-    EXPECT_GE(costs.update_ms[i], 0);
-  }
-  // The head's output is the logits: 2 x 8 x 64 floats.
-  EXPECT_EQ(costs.output_bytes.back(), 2 * 8 * 64 * 4);
-  const auto p = project_step(costs, 2, 2, Checkpoint::kAlways, link_preset("pcie"));
-  EXPECT_GT(p.step_ms, 0);
-  EXPECT_EQ(p.balance.size(), 2u);
+  EXPECT_EQ(bytes_per_parameter("adam"), 16);
 }
 
 TEST(Projection, ACalibratedOneDeviceProjectionIsTheMeasuredOneDeviceStep) {
   const auto builder = models::make_model(tiny_transformer(2));
-  const auto costs = measure_layer_costs(
+  const auto costs = costs::measure_layer_costs(
       builder->build(), builder->sample_batch(2, 3), builder->loss(), DeviceSpec::parse("cpu:0"),
       make_optimizer("adam"), ProfileOptions().warmup(0).iterations(1).threads(1));
   const auto calibration = calibrate_one_device(*builder, builder->sample_batch(4, 4), costs, 2,
                                                 Checkpoint::kAlways, "cpu:0", "adam", 1, 1);
   ASSERT_GT(calibration.measured_ms, 0);
   EXPECT_NEAR(calibration.projected_ms,
-              project_step(costs, 1, 2, Checkpoint::kAlways, link_preset("none")).step_ms, 1e-9);
-  const auto calibrated = scaled_compute(costs, calibration.ratio());
-  EXPECT_NEAR(project_step(calibrated, 1, 2, Checkpoint::kAlways, link_preset("none")).step_ms,
-              calibration.measured_ms, 1e-6 * calibration.measured_ms);
+              costs::project_step(costs, 1, 2, Checkpoint::kAlways, link_preset("none")).step_ms,
+              1e-9);
+  const auto calibrated = costs::scaled_compute(costs, calibration.ratio());
+  EXPECT_NEAR(
+      costs::project_step(calibrated, 1, 2, Checkpoint::kAlways, link_preset("none")).step_ms,
+      calibration.measured_ms, 1e-6 * calibration.measured_ms);
   EXPECT_EQ(calibrated.output_bytes, costs.output_bytes);  // what the links carry stays
   EXPECT_EQ(calibrated.activation_bytes, costs.activation_bytes);
 }

@@ -65,8 +65,8 @@ TEST(Plan, CandidateShapesCoverTheSpaceAndOnlyIt) {
 
 // Four layers: 100 bytes kept each, 10 bytes of parameters, 5 bytes of output, a backward that
 // needs 10 bytes more while it runs, and weight gradients they defer.
-tables::LayerCosts four_layers() {
-  tables::LayerCosts c;
+costs::LayerCosts four_layers() {
+  costs::LayerCosts c;
   c.microbatch = 1;
   c.forward_ms.assign(4, 1);
   c.backward_ms.assign(4, 2);

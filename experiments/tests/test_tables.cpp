@@ -1,22 +1,24 @@
-// Tests of the table drivers' logic: the paper's figures, formatting, normalisation, projection
-// and scaling_table's options and report. The memory model, the size search and the short real
-// runs are test_max_size.cpp. Timing figures themselves are not asserted (they are the drivers'
-// output); what is asserted is what must hold on any machine.
+// Tests of the table drivers' logic: the paper's figures, formatting, normalisation, the table
+// links and scaling_table's options and report (the projection itself: test_costs.cpp). The memory
+// model, the size search and the short real runs are test_max_size.cpp. Timing figures themselves
+// are not asserted (they are the drivers' output); what is asserted is what must hold on any
+// machine.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cmath>
 #include <set>
 
+#include "common/report.h"
+#include "costs/projection.h"
 #include "gpipe/errors.h"
 #include "gpipe/simulator.h"
 #include "tables/max_size.h"
 #include "tables/memory_model.h"
 #include "tables/paper_figures.h"
-#include "tables/projection.h"
-#include "tables/report.h"
 #include "tables/scaling.h"
 #include "tables/size_search.h"
+#include "tables/table_link.h"
 #include "tables/workload.h"
 #include "test_util.h"
 
@@ -117,123 +119,6 @@ TEST(Normalise, ASourceWithoutItsBaselineHasNoSpeedupAndAModelWithoutAnyIsAnErro
   EXPECT_CONFIG_ERROR(normalise(none, "table2", 2, 1), "no row at the baseline K=2, M=1");
 }
 
-// ---- projection -----------------------------------------------------------------------------
-
-// n identical layers: forward f, backward b, update u ms; output of `bytes`.
-LayerCosts uniform_costs(int64_t n, double f, double b, double u = 0, double bytes = 0) {
-  LayerCosts costs;
-  costs.microbatch = 1;
-  costs.forward_ms.assign(n, f);
-  costs.backward_ms.assign(n, b);
-  costs.update_ms.assign(n, u);
-  costs.output_bytes.assign(n, bytes);
-  return costs;
-}
-
-TEST(Projection, BalancedStagesFollowTheGPipeFormula) {
-  // K balanced stages, M micro-batches, no recompute: (M + K - 1) (F + B), then the update.
-  const auto costs = uniform_costs(8, 1.0, 2.0, 0.5);
-  for (int64_t K : {1, 2, 4, 8}) {
-    for (int64_t M : {1, 4, 32}) {
-      const auto p = project_step(costs, K, M, Checkpoint::kNever, link_preset("none"));
-      const double stage = 8.0 / static_cast<double>(K);
-      EXPECT_NEAR(p.pipeline_ms, static_cast<double>(M + K - 1) * stage * 3.0, 1e-9)
-          << "K=" << K << " M=" << M;
-      EXPECT_NEAR(p.update_ms, stage * 0.5, 1e-9);
-      EXPECT_NEAR(p.step_ms, p.pipeline_ms + p.update_ms, 1e-9);
-    }
-  }
-}
-
-TEST(Projection, RecomputeAddsTheForwardOfEveryCheckpointedMicroBatch) {
-  const auto costs = uniform_costs(4, 1.0, 2.0);
-  const auto never = project_step(costs, 1, 4, Checkpoint::kNever, link_preset("none"));
-  const auto always = project_step(costs, 1, 4, Checkpoint::kAlways, link_preset("none"));
-  const auto except_last = project_step(costs, 1, 4, Checkpoint::kExceptLast, link_preset("none"));
-  EXPECT_NEAR(always.step_ms - never.step_ms, 4 * 4.0, 1e-9);
-  EXPECT_NEAR(except_last.step_ms - never.step_ms, 3 * 4.0, 1e-9);
-}
-
-TEST(Projection, ScaledComputeScalesEveryTimeButNotTheLink) {
-  auto costs = uniform_costs(4, 1.0, 2.0, 0.5, 1e6);
-  costs.loss_forward_ms = 0.25;
-  const auto scaled = scaled_compute(costs, 2.0);
-  for (auto M : {1, 8}) {
-    // Without a link the simulated step is linear in the costs.
-    EXPECT_NEAR(project_step(scaled, 2, M, Checkpoint::kAlways, link_preset("none")).step_ms,
-                2 * project_step(costs, 2, M, Checkpoint::kAlways, link_preset("none")).step_ms,
-                1e-9);
-  }
-  // On a slow link the transfers keep their time, so the step grows by less than the factor.
-  const auto slow = link_preset("pcie").scaled(1e-4);
-  EXPECT_LT(project_step(scaled, 2, 1, Checkpoint::kNever, slow).step_ms,
-            2 * project_step(costs, 2, 1, Checkpoint::kNever, slow).step_ms - 1.0);
-  EXPECT_EQ(scaled.output_bytes, costs.output_bytes);
-  EXPECT_CONFIG_ERROR(scaled_compute(costs, 0), "finite and > 0");
-  EXPECT_CONFIG_ERROR(scaled_compute(costs, std::nan("")), "finite and > 0");
-}
-
-TEST(Projection, TheLossGoesToTheLastStageAndTheLinkCarriesStageOutputs) {
-  auto costs = uniform_costs(4, 1.0, 2.0, 0.0, 1000);
-  costs.output_bytes = {100, 200, 300, 400};
-  costs.loss_forward_ms = 5;
-  costs.loss_backward_ms = 7;
-  const auto sim = stage_costs_ms(costs, {1, 3}, link_preset("pcie"));
-  EXPECT_EQ(sim.forward, (std::vector<double>{1, 3 + 5}));
-  EXPECT_EQ(sim.backward, (std::vector<double>{2, 6 + 7}));
-  EXPECT_EQ(sim.recompute, sim.forward) << "no replay times: priced as the forward";
-  EXPECT_TRUE(sim.checkpointed_forward.empty()) << "no no-grad times: priced as the forward";
-  costs.no_grad_forward_ms = {0.5, 0.5, 0.5, 0.5};
-  costs.recompute_ms = {0.25, 0.25, 0.25, 0.25};
-  const auto kinds = stage_costs_ms(costs, {1, 3}, link_preset("pcie"));
-  EXPECT_EQ(kinds.checkpointed_forward, (std::vector<double>{0.5, 1.5 + 5}));
-  EXPECT_EQ(kinds.recompute, (std::vector<double>{0.25, 0.75 + 5}));
-  EXPECT_EQ(kinds.forward, sim.forward);
-  ASSERT_EQ(sim.link.boundary_bytes, (std::vector<double>{100}));     // the first stage's output
-  EXPECT_NEAR(sim.link.latency, 10e-3, 1e-12);                        // 10 us in ms
-  EXPECT_NEAR(sim.link.transfer_time(0), 10e-3 + 100 / 12e6, 1e-12);  // 12 GB/s in bytes per ms
-}
-
-TEST(Projection, SpeedupOverNaiveTwoGrowsWithMicroBatchesAndPartitions) {
-  // Costs of a micro-batch of N/M: a mini-batch's work split M ways, as a profile at N/M with
-  // perfect efficiency would measure it.
-  const auto at = [](int64_t M) {
-    const double m = static_cast<double>(M);
-    return uniform_costs(16, 1.0 / m, 2.0 / m, 0.0, 4096.0 / m);
-  };
-  const auto step = [&](int64_t K, int64_t M) {
-    return project_step(at(M), K, M, Checkpoint::kAlways, link_preset("tpu")).step_ms;
-  };
-  const double base = step(2, 1);
-  for (int64_t K : {2, 4, 8}) {
-    double previous = 0;
-    for (int64_t M : {1, 4, 32}) {
-      const double speedup = base / step(K, M);
-      EXPECT_GT(speedup, previous) << "K=" << K << " M=" << M;
-      previous = speedup;
-    }
-  }
-  // M = 1 has no pipelining: eight devices gain only by replaying their forwards (R) while the
-  // gradient is still on its way, at most (F + B + R) / (F + B) = 4/3 here; the paper's M = 1 row
-  // (1, 1.13, 1.38) is of that kind. At M = 32 eight devices come close to K M / (M + K - 1).
-  EXPECT_GE(base / step(8, 1), 1.0);
-  EXPECT_LE(base / step(8, 1), 4.0 / 3.0);
-  EXPECT_GT(base / step(8, 32), 0.85 * 8.0 * 32 / 39);
-  EXPECT_LE(base / step(8, 32), 8.0 * 32 / 39);
-}
-
-TEST(Projection, KLargerThanTheLayersIsAConfigError) {
-  const auto costs = uniform_costs(5, 1.0, 2.0);
-  EXPECT_CONFIG_ERROR(balance_by_time(costs, 8), "K=8 partitions need at least 8 layers");
-  EXPECT_CONFIG_ERROR(balance_by_time(costs, 0), "must be >= 1");
-  EXPECT_EQ(balance_by_time(costs, 5), (std::vector<int64_t>{1, 1, 1, 1, 1}));
-}
-
-TEST(Projection, SamplesPerSecond) {
-  EXPECT_DOUBLE_EQ(samples_per_second(64, 500), 128);
-  EXPECT_CONFIG_ERROR(samples_per_second(64, 0), "must be > 0 ms");
-}
-
 // ---- scaling options ------------------------------------------------------------------------
 
 TEST(ScalingOptions, PresetsAreValidAndUnknownOnesNamed) {
@@ -264,13 +149,13 @@ TEST(Projection, ScaledLinksFollowTheComputeRatio) {
   EXPECT_GT(measure_gemm_flops(DeviceSpec::parse("cpu:0"), 1),
             1e8);  // any CPU does more than 0.1 GFLOP/s
   // The link's share of a projected step grows as it slows.
-  LayerCosts costs;
+  costs::LayerCosts costs;
   costs.forward_ms = {1, 1};
   costs.backward_ms = {2, 2};
   costs.update_ms = {0, 0};
   costs.output_bytes = {1e6, 1e6};
-  const auto none = project_step(costs, 2, 4, Checkpoint::kNever, link_preset("none"));
-  const auto slow = project_step(costs, 2, 4, Checkpoint::kNever, pcie.link);
+  const auto none = costs::project_step(costs, 2, 4, Checkpoint::kNever, link_preset("none"));
+  const auto slow = costs::project_step(costs, 2, 4, Checkpoint::kNever, pcie.link);
   EXPECT_GT(slow.step_ms, none.step_ms + 2 * (1e6 / 120e6 * 1e3));  // at least two transfers
 }
 

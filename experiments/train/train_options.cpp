@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "common/cli.h"
+#include "common/report.h"
 #include "gpipe/datasets/class_subset.h"
 #include "gpipe/datasets/factory.h"
 #include "gpipe/device.h"
@@ -14,7 +15,6 @@
 #include "gpipe/models/model_flags.h"
 #include "gpipe/schedule.h"
 #include "gpipe/stage.h"
-#include "tables/report.h"
 #include "train/snapshot_manager.h"
 
 #ifndef GPIPE_PRESETS_DIR
@@ -120,7 +120,7 @@ void add_pipeline_flags(CLI::App& app, TrainOptions& o) {
   opt(app, plan, "--memory-per-device", o.memory_per_device,
       "memory of each device for planning, e.g. 512MiB, 8GiB (empty: no limit)")
       ->check(cli::parsed_by([](const std::string& v) {
-        if (!v.empty()) tables::parse_bytes(v, "");
+        if (!v.empty()) parse_bytes(v, "");
       }));
 }
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "common/cli.h"
+#include "common/report.h"
 #include "gpipe/errors.h"
-#include "tables/report.h"
 #include "train/optimization.h"
 
 namespace gpipe::train {
@@ -25,7 +25,7 @@ plan::PlanRequest plan_request(const TrainOptions& options) {
   }
   if (!options.memory_per_device.empty()) {
     request.memory_per_device =
-        static_cast<double>(tables::parse_bytes(options.memory_per_device, "--memory-per-device"));
+        static_cast<double>(parse_bytes(options.memory_per_device, "--memory-per-device"));
   }
   return request;
 }
@@ -38,10 +38,10 @@ plan::CostBook cost_book(const TrainOptions& options, const plan::PlanRequest& r
 
 std::string nothing_fits(const plan::SearchResult& result, const plan::PlanRequest& request) {
   std::string message = "no plan fits --memory-per-device " +
-                        tables::format_bytes(request.memory_per_device) + " (" +
+                        format_bytes(request.memory_per_device) + " (" +
                         std::to_string(result.considered) + " considered)";
   if (result.smallest) {
-    message += "; the smallest needs " + tables::format_bytes(result.smallest->max_peak_bytes()) +
+    message += "; the smallest needs " + format_bytes(result.smallest->max_peak_bytes()) +
                " per device: " + result.smallest->shape.describe();
   }
   return message;

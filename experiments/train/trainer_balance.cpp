@@ -4,9 +4,9 @@
 #include <spdlog/spdlog.h>
 
 #include "common/cli.h"
+#include "common/report.h"
 #include "gpipe/errors.h"
 #include "gpipe/profile.h"
-#include "tables/report.h"
 #include "train/train_plan.h"
 #include "train/trainer.h"
 
@@ -35,7 +35,7 @@ void Trainer::choose_plan() {
   o.shape = best.shape;
   spdlog::info("--plan auto chose {} (of {} plans; predicted {:.1f} ms a step, {} per device)",
                best.shape.describe(), result.considered, best.step_ms,
-               tables::format_bytes(best.max_peak_bytes()));
+               format_bytes(best.max_peak_bytes()));
 }
 
 void Trainer::resolve_balance() {

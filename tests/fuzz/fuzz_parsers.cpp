@@ -6,12 +6,12 @@
 #include <string>
 
 #include "common/cli.h"
+#include "common/report.h"
 #include "gpipe/datasets/class_subset.h"
 #include "gpipe/device.h"
 #include "gpipe/errors.h"
 #include "plan/planner.h"
 #include "tables/max_size.h"
-#include "tables/report.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         gpipe::cli::parse_doubles(text, "--values");
         break;
       case 3:
-        if (gpipe::tables::parse_bytes(text, "--memory-per-device") <= 0) std::abort();
+        if (gpipe::parse_bytes(text, "--memory-per-device") <= 0) std::abort();
         break;
       case 4:
         gpipe::parse_shape(text);

@@ -1,4 +1,4 @@
-#include "tables/report.h"
+#include "common/report.h"
 
 #include <algorithm>
 #include <cctype>
@@ -11,7 +11,7 @@
 
 #include "gpipe/errors.h"
 
-namespace gpipe::tables {
+namespace gpipe {
 
 TextTable::TextTable(std::vector<std::string> header, std::vector<bool> numeric)
     : header_(std::move(header)), numeric_(std::move(numeric)) {
@@ -166,4 +166,4 @@ void write_text_file(const std::string& path, const std::string& text) {
               path, "'");
 }
 
-}  // namespace gpipe::tables
+}  // namespace gpipe

@@ -1,8 +1,9 @@
-// Text output shared by the table drivers: Markdown and CSV tables, number formatting.
+// Text output shared by the drivers: Markdown and CSV tables, number and byte formatting.
 //
-// Why this file exists: scaling_table and max_model_size both print a table to the terminal and
-// write it as Markdown and CSV beside their JSON. One small table type that renders both keeps
-// the two drivers' files consistent and makes the formatting unit-testable.
+// Why this file exists: scaling_table and max_model_size print a table to the terminal and write
+// it as Markdown and CSV beside their JSON; they, gpipe_plan and the trainer print sizes and
+// times the same way. One small table type and one set of formatters keep every driver's output
+// consistent, and make the formatting unit-testable.
 #pragma once
 
 #include <spdlog/spdlog.h>
@@ -14,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace gpipe::tables {
+namespace gpipe {
 
 // A table of strings with a header row; columns are right-aligned in Markdown when `numeric`.
 class TextTable {
@@ -78,4 +79,4 @@ void publish(const Result& result, const std::string& prefix, const std::string&
   if (!json_path.empty()) write_text_file(json_path, json);
 }
 
-}  // namespace gpipe::tables
+}  // namespace gpipe

@@ -1,0 +1,201 @@
+// Tests of the cost library (experiments/costs): layer costs, the projected step, a measured
+// step. The target links gpipe_costs alone, so these also show that the library stands without
+// the planner and the table drivers. What is asserted must hold on any machine, never a timing
+// figure.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "common/optimizers.h"
+#include "costs/layer_costs.h"
+#include "costs/measured_step.h"
+#include "costs/projection.h"
+#include "gpipe/errors.h"
+#include "gpipe/models/registry.h"
+#include "test_util.h"
+
+namespace gpipe::costs {
+namespace {
+
+Pipeline::OptimizerFactory adam() {
+  return cli::make_optimizer_factory(cli::OptimizerSettings("adam"));
+}
+
+models::ModelConfig tiny_transformer(int64_t layers) {
+  models::ModelConfig c("transformer-l");
+  c.transformer().layers(layers).d_model(32).ffn(64).heads(2).vocab(64).seq_len(8);
+  return c;
+}
+
+// ---- projection -----------------------------------------------------------------------------
+
+// n identical layers: forward f, backward b, update u ms; output of `bytes`.
+LayerCosts uniform_costs(int64_t n, double f, double b, double u = 0, double bytes = 0) {
+  LayerCosts costs;
+  costs.microbatch = 1;
+  costs.forward_ms.assign(n, f);
+  costs.backward_ms.assign(n, b);
+  costs.update_ms.assign(n, u);
+  costs.output_bytes.assign(n, bytes);
+  return costs;
+}
+
+TEST(Projection, BalancedStagesFollowTheGPipeFormula) {
+  // K balanced stages, M micro-batches, no recompute: (M + K - 1) (F + B), then the update.
+  const auto costs = uniform_costs(8, 1.0, 2.0, 0.5);
+  for (int64_t K : {1, 2, 4, 8}) {
+    for (int64_t M : {1, 4, 32}) {
+      const auto p = project_step(costs, K, M, Checkpoint::kNever, link_preset("none"));
+      const double stage = 8.0 / static_cast<double>(K);
+      EXPECT_NEAR(p.pipeline_ms, static_cast<double>(M + K - 1) * stage * 3.0, 1e-9)
+          << "K=" << K << " M=" << M;
+      EXPECT_NEAR(p.update_ms, stage * 0.5, 1e-9);
+      EXPECT_NEAR(p.step_ms, p.pipeline_ms + p.update_ms, 1e-9);
+    }
+  }
+}
+
+TEST(Projection, RecomputeAddsTheForwardOfEveryCheckpointedMicroBatch) {
+  const auto costs = uniform_costs(4, 1.0, 2.0);
+  const auto never = project_step(costs, 1, 4, Checkpoint::kNever, link_preset("none"));
+  const auto always = project_step(costs, 1, 4, Checkpoint::kAlways, link_preset("none"));
+  const auto except_last = project_step(costs, 1, 4, Checkpoint::kExceptLast, link_preset("none"));
+  EXPECT_NEAR(always.step_ms - never.step_ms, 4 * 4.0, 1e-9);
+  EXPECT_NEAR(except_last.step_ms - never.step_ms, 3 * 4.0, 1e-9);
+}
+
+TEST(Projection, ScaledComputeScalesEveryTimeButNotTheLink) {
+  auto costs = uniform_costs(4, 1.0, 2.0, 0.5, 1e6);
+  costs.loss_forward_ms = 0.25;
+  const auto scaled = scaled_compute(costs, 2.0);
+  for (auto M : {1, 8}) {
+    // Without a link the simulated step is linear in the costs.
+    EXPECT_NEAR(project_step(scaled, 2, M, Checkpoint::kAlways, link_preset("none")).step_ms,
+                2 * project_step(costs, 2, M, Checkpoint::kAlways, link_preset("none")).step_ms,
+                1e-9);
+  }
+  // On a slow link the transfers keep their time, so the step grows by less than the factor.
+  const auto slow = link_preset("pcie").scaled(1e-4);
+  EXPECT_LT(project_step(scaled, 2, 1, Checkpoint::kNever, slow).step_ms,
+            2 * project_step(costs, 2, 1, Checkpoint::kNever, slow).step_ms - 1.0);
+  EXPECT_EQ(scaled.output_bytes, costs.output_bytes);
+  EXPECT_CONFIG_ERROR(scaled_compute(costs, 0), "finite and > 0");
+  EXPECT_CONFIG_ERROR(scaled_compute(costs, std::nan("")), "finite and > 0");
+}
+
+TEST(Projection, TheLossGoesToTheLastStageAndTheLinkCarriesStageOutputs) {
+  auto costs = uniform_costs(4, 1.0, 2.0, 0.0, 1000);
+  costs.output_bytes = {100, 200, 300, 400};
+  costs.loss_forward_ms = 5;
+  costs.loss_backward_ms = 7;
+  const auto sim = stage_costs_ms(costs, {1, 3}, link_preset("pcie"));
+  EXPECT_EQ(sim.forward, (std::vector<double>{1, 3 + 5}));
+  EXPECT_EQ(sim.backward, (std::vector<double>{2, 6 + 7}));
+  EXPECT_EQ(sim.recompute, sim.forward) << "no replay times: priced as the forward";
+  EXPECT_TRUE(sim.checkpointed_forward.empty()) << "no no-grad times: priced as the forward";
+  costs.no_grad_forward_ms = {0.5, 0.5, 0.5, 0.5};
+  costs.recompute_ms = {0.25, 0.25, 0.25, 0.25};
+  const auto kinds = stage_costs_ms(costs, {1, 3}, link_preset("pcie"));
+  EXPECT_EQ(kinds.checkpointed_forward, (std::vector<double>{0.5, 1.5 + 5}));
+  EXPECT_EQ(kinds.recompute, (std::vector<double>{0.25, 0.75 + 5}));
+  EXPECT_EQ(kinds.forward, sim.forward);
+  ASSERT_EQ(sim.link.boundary_bytes, (std::vector<double>{100}));     // the first stage's output
+  EXPECT_NEAR(sim.link.latency, 10e-3, 1e-12);                        // 10 us in ms
+  EXPECT_NEAR(sim.link.transfer_time(0), 10e-3 + 100 / 12e6, 1e-12);  // 12 GB/s in bytes per ms
+}
+
+TEST(Projection, SpeedupOverNaiveTwoGrowsWithMicroBatchesAndPartitions) {
+  // Costs of a micro-batch of N/M: a mini-batch's work split M ways, as a profile at N/M with
+  // perfect efficiency would measure it.
+  const auto at = [](int64_t M) {
+    const double m = static_cast<double>(M);
+    return uniform_costs(16, 1.0 / m, 2.0 / m, 0.0, 4096.0 / m);
+  };
+  const auto step = [&](int64_t K, int64_t M) {
+    return project_step(at(M), K, M, Checkpoint::kAlways, link_preset("tpu")).step_ms;
+  };
+  const double base = step(2, 1);
+  for (int64_t K : {2, 4, 8}) {
+    double previous = 0;
+    for (int64_t M : {1, 4, 32}) {
+      const double speedup = base / step(K, M);
+      EXPECT_GT(speedup, previous) << "K=" << K << " M=" << M;
+      previous = speedup;
+    }
+  }
+  // M = 1 has no pipelining: eight devices gain only by replaying their forwards (R) while the
+  // gradient is still on its way, at most (F + B + R) / (F + B) = 4/3 here; the paper's M = 1 row
+  // (1, 1.13, 1.38) is of that kind. At M = 32 eight devices come close to K M / (M + K - 1).
+  EXPECT_GE(base / step(8, 1), 1.0);
+  EXPECT_LE(base / step(8, 1), 4.0 / 3.0);
+  EXPECT_GT(base / step(8, 32), 0.85 * 8.0 * 32 / 39);
+  EXPECT_LE(base / step(8, 32), 8.0 * 32 / 39);
+}
+
+TEST(Projection, KLargerThanTheLayersIsAConfigError) {
+  const auto costs = uniform_costs(5, 1.0, 2.0);
+  EXPECT_CONFIG_ERROR(balance_by_time(costs, 8), "K=8 partitions need at least 8 layers");
+  EXPECT_CONFIG_ERROR(balance_by_time(costs, 0), "must be >= 1");
+  EXPECT_EQ(balance_by_time(costs, 5), (std::vector<int64_t>{1, 1, 1, 1, 1}));
+}
+
+TEST(Projection, SamplesPerSecond) {
+  EXPECT_DOUBLE_EQ(samples_per_second(64, 500), 128);
+  EXPECT_CONFIG_ERROR(samples_per_second(64, 0), "must be > 0 ms");
+}
+
+// ---- measured steps and layer costs ---------------------------------------------------------
+
+TEST(MeasuredStep, MeasuredStepsReportTimeAndPerDeviceMemory) {
+  const auto builder = models::make_model(tiny_transformer(2));
+  PipelineShape shape;
+  shape.balance = {2, 2};
+  shape.M = 2;
+  shape.checkpoint = Checkpoint::kAlways;
+  const auto m = measure_training(*builder, builder->sample_batch(4, 1), shape, adam(), 1, 2);
+  ASSERT_EQ(m.step_ms.size(), 2u);
+  EXPECT_GT(m.median_step_ms, 0);
+  ASSERT_EQ(m.peak_bytes.size(), 2u);
+  for (size_t s = 0; s < 2; ++s) {
+    // Adam: parameters, gradients and two state tensors, at least 16 bytes per parameter.
+    EXPECT_GE(m.state_bytes[s], 16 * 4) << s;
+    EXPECT_GE(m.peak_bytes[s], m.state_bytes[s] + m.peak_activation_bytes[s]) << s;
+  }
+  EXPECT_CONFIG_ERROR(measure_training(*builder, builder->sample_batch(4, 1), shape, adam(), 0, 1),
+                      "at least two steps");
+}
+
+TEST(MeasuredStep, TheCpuMeterSeesThisProcessWorking) {
+  const CpuMeter meter;
+  volatile double sink = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+  while (std::chrono::steady_clock::now() < until)
+    sink = sink + 1.0;
+  const auto reading = meter.read();
+  EXPECT_GE(reading.wall_s, 0.1);
+  EXPECT_GT(reading.own_cores, 0.1);  // a spinning thread, even on a crowded machine
+  EXPECT_GE(reading.other_cores, 0.0);
+}
+
+TEST(LayerCosts, LayerCostsOfARealModelFeedAProjection) {
+  const auto builder = models::make_model(tiny_transformer(2));
+  const auto costs = measure_layer_costs(builder->build(), builder->sample_batch(2, 3),
+                                         builder->loss(), DeviceSpec::parse("cpu:0"), adam(),
+                                         ProfileOptions().warmup(0).iterations(1).threads(1));
+  ASSERT_EQ(costs.num_layers(), builder->num_layers());
+  EXPECT_EQ(costs.microbatch, 2);
+  for (int64_t i = 0; i < costs.num_layers(); ++i) {
+    EXPECT_GT(costs.output_bytes[i], 0);
+    EXPECT_GE(costs.forward_ms[i], 0);
+    EXPECT_GE(costs.update_ms[i], 0);
+  }
+  // The head's output is the logits: 2 x 8 x 64 floats.
+  EXPECT_EQ(costs.output_bytes.back(), 2 * 8 * 64 * 4);
+  const auto p = project_step(costs, 2, 2, Checkpoint::kAlways, link_preset("pcie"));
+  EXPECT_GT(p.step_ms, 0);
+  EXPECT_EQ(p.balance.size(), 2u);
+}
+
+}  // namespace
+}  // namespace gpipe::costs
