@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "costs/memory.h"
 #include "costs/projection.h"
 #include "gpipe/errors.h"
 #include "gpipe/lowering.h"
@@ -23,44 +24,18 @@ std::vector<int64_t> divisors(int64_t n) {
   return out;
 }
 
-// Per-layer sums over each virtual stage of `stage_balance`.
-std::vector<double> per_stage(const std::vector<double>& values,
-                              const std::vector<int64_t>& stage_balance) {
-  return sum_by_stage(values, stage_balance);
-}
-
-// What each stage's backward needs above the activations it holds when it starts: the backward
-// runs the stage's layers last to first, freeing each layer's activations as it goes, so layer
-// j's workspace coexists only with the activations of layers up to j.
-std::vector<double> backward_extra(const costs::LayerCosts& costs,
-                                   const std::vector<int64_t>& stage_balance) {
-  std::vector<double> out;
-  int64_t first = 0;
-  for (int64_t n : stage_balance) {
-    double freed = 0, extra = 0;
-    for (int64_t j = first + n - 1; j >= first; --j) {
-      extra = std::max(extra, costs.backward_bytes[j] - freed);
-      freed += costs.activation_bytes[j];
-    }
-    out.push_back(extra);
-    first += n;
-  }
-  return out;
-}
-
-// Candidate stage balances: exact min-max partitions by time, by memory (parameters, their
-// gradients and optimizer state, and `kept_microbatches` micro-batches of activations) and by
-// blends of the two.
+// Candidate stage balances: exact min-max partitions by time, by memory (memory.h:
+// layer_memory_bytes with `kept_microbatches` micro-batches of activations) and by blends of the
+// two.
 std::vector<std::vector<int64_t>> candidate_balances(const costs::LayerCosts& costs, int64_t stages,
                                                      int64_t state_slots,
                                                      double kept_microbatches) {
   const int64_t n = costs.num_layers();
-  std::vector<double> time(n), memory(n);
+  const auto memory = costs::layer_memory_bytes(costs, state_slots, kept_microbatches);
+  std::vector<double> time(n);
   double total_time = 0, total_memory = 0;
   for (int64_t i = 0; i < n; ++i) {
     time[i] = costs.forward_ms[i] + costs.backward_ms[i];
-    memory[i] = costs.parameter_bytes[i] * static_cast<double>(2 + state_slots) +
-                costs.activation_bytes[i] * kept_microbatches;
     total_time += time[i];
     total_memory += memory[i];
   }
@@ -138,73 +113,6 @@ std::vector<PipelineShape> candidate_shapes(const PlanRequest& request, int64_t 
   return shapes;
 }
 
-std::vector<double> predict_peak_bytes(const costs::LayerCosts& costs, const Schedule& schedule,
-                                       const std::vector<int64_t>& stage_balance,
-                                       Checkpoint checkpoint, int64_t state_slots) {
-  auto kept = per_stage(costs.activation_bytes, stage_balance);
-  // The loss keeps its input's log-probabilities for its backward.
-  kept.back() += costs.output_bytes.back();
-  const auto workspace = backward_extra(costs, stage_balance);
-  const auto params = per_stage(costs.parameter_bytes, stage_balance);
-  // What a split B leaves to W: the activations of layers that defer weight gradients.
-  std::vector<double> splitting(costs.activation_bytes.size(), 0.0);
-  for (size_t i = 0; i < splitting.size(); ++i) {
-    if (costs.weight_ms[i] > 0) splitting[i] = costs.activation_bytes[i];
-  }
-  const auto kept_for_w = per_stage(splitting, stage_balance);
-  // A stage's input is the previous stage's output (the model's input for the first stage).
-  std::vector<double> input(stage_balance.size(), 0.0);
-  int64_t end = 0;
-  for (size_t s = 0; s + 1 < stage_balance.size(); ++s) {
-    end += stage_balance[s];
-    input[s + 1] = costs.output_bytes.at(end - 1);
-  }
-  auto peaks = sum_per_device(schedule.kind, schedule.devices, params);
-  for (auto& p : peaks)
-    p *= static_cast<double>(2 + state_slots);
-
-  const auto lowered = lower(schedule, checkpoint);
-  const bool split = lowered.splits_backward();
-  for (int64_t d = 0; d < lowered.devices; ++d) {
-    std::map<std::pair<int64_t, int64_t>, double> holding;  // (stage, micro-batch) -> bytes
-    double held = 0, peak = 0;
-    for (const auto& a : lowered.actions[d]) {
-      const auto key = std::make_pair(a.stage, a.microbatch);
-      const auto s = static_cast<size_t>(a.stage);
-      switch (a.kind) {
-        case ActionKind::kForward: {
-          const double bytes = a.checkpoint ? input[s] : kept[s];
-          holding[key] += bytes;
-          held += bytes;
-          break;
-        }
-        case ActionKind::kRecompute:
-          holding[key] += kept[s];
-          held += kept[s];
-          break;
-        case ActionKind::kBackward: {
-          // While B runs, the stage's activations and its backward's workspace coexist.
-          peak = std::max(peak, held + workspace[s]);
-          const double left = split && kept[s] > 0 ? kept_for_w[s] / kept[s] : 0.0;
-          const double freed = holding[key] * (1 - left);
-          holding[key] -= freed;
-          held -= freed;
-          break;
-        }
-        case ActionKind::kWeight:
-          held -= holding[key];
-          holding.erase(key);
-          break;
-        default:
-          break;
-      }
-      peak = std::max(peak, held);
-    }
-    peaks[d] += peak;
-  }
-  return peaks;
-}
-
 std::string calibration_name(const CostBook& book, const PlanRequest& request,
                              const PipelineShape& shape) {
   return book.calibration_name(microbatch(request, shape), shape.threads, shape.K, shape.R, shape.M,
@@ -241,9 +149,9 @@ Plan predict(CostBook& book, const PlanRequest& request, const PipelineShape& sh
   }
   const auto result = simulate(schedule, sim_costs, shape.checkpoint);
   const auto updates =
-      sum_per_device(schedule.kind, schedule.devices, per_stage(costs.update_ms, stage_balance));
+      sum_per_device(schedule.kind, schedule.devices, sum_by_stage(costs.update_ms, stage_balance));
   const auto params = sum_per_device(schedule.kind, schedule.devices,
-                                     per_stage(costs.parameter_bytes, stage_balance));
+                                     sum_by_stage(costs.parameter_bytes, stage_balance));
   plan.pipeline_ms = result.step_time;
   plan.bubble_fraction = result.bubble_fraction;
   plan.update_ms = *std::max_element(updates.begin(), updates.end()) * slowdown;
@@ -256,22 +164,15 @@ Plan predict(CostBook& book, const PlanRequest& request, const PipelineShape& sh
   }
   plan.step_ms = plan.pipeline_ms + plan.allreduce_ms + plan.update_ms;
   plan.samples_per_s = static_cast<double>(request.batch) * 1e3 / plan.step_ms;
-  plan.peak_bytes =
-      predict_peak_bytes(costs, schedule, stage_balance, shape.checkpoint, book.state_slots());
+  plan.peak_bytes = costs::predict_peak_bytes(costs, schedule, stage_balance, shape.checkpoint,
+                                              book.state_slots());
   return plan;
 }
 
 Plan predict(CostBook& book, const PlanRequest& request, const PipelineShape& shape) {
   const auto& costs = book.at(microbatch(request, shape), shape.threads).layers;
-  // Micro-batches whose activations a device holds at its peak: what the schedule keeps in
-  // flight (the replay's count, peak_inflight: M under gpipe, about K under 1f1b), or only each
-  // stage's input when re-materialising.
-  double kept = 1;
-  if (shape.checkpoint == Checkpoint::kNever) {
-    const auto inflight =
-        peak_inflight(make_schedule(shape.schedule, shape.K, shape.M, shape.virtual_stages()));
-    kept = *std::max_element(inflight.begin(), inflight.end());
-  }
+  const double kept = costs::kept_microbatches(
+      make_schedule(shape.schedule, shape.K, shape.M, shape.virtual_stages()), shape.checkpoint);
   std::optional<Plan> fastest, smallest;
   for (const auto& balance :
        candidate_balances(costs, shape.K * shape.v, book.state_slots(), kept)) {

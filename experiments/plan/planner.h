@@ -89,12 +89,6 @@ struct PlanRequest {
 // Every shape the search considers for a model of `num_layers` layers.
 std::vector<PipelineShape> candidate_shapes(const PlanRequest& request, int64_t num_layers);
 
-// Predicted peak bytes of each device of `schedule` (compute actions; lowered here with
-// `checkpoint`) when virtual stage s holds `stage_balance[s]` layers of `costs`.
-std::vector<double> predict_peak_bytes(const costs::LayerCosts& costs, const Schedule& schedule,
-                                       const std::vector<int64_t>& stage_balance,
-                                       Checkpoint checkpoint, int64_t state_slots);
-
 // The calibration (CostBook::calibration_name) a plan of `shape` is predicted with.
 std::string calibration_name(const CostBook& book, const PlanRequest& request,
                              const PipelineShape& shape);

@@ -9,8 +9,8 @@
 
 #include "common/report.h"
 #include "costs/measured_step.h"
+#include "costs/memory.h"
 #include "gpipe/errors.h"
-#include "tables/memory_model.h"
 #include "tables/paper_figures.h"
 #include "tables/size_search.h"
 #include "tables/workload.h"
@@ -208,16 +208,16 @@ int64_t MaxSizeRow::max_peak_bytes() const {
 
 namespace {
 
-// What the searches of one run share across configurations: parameter counts and memory
-// profiles, by model configuration.
+// What the searches of one run share across configurations: parameter counts and layer costs
+// (measured at the pipelined micro-batch N/M), by model configuration.
 struct SizeCaches {
   std::map<std::string, int64_t> parameters;
-  std::map<std::string, MemoryProfile> profiles;
+  std::map<std::string, costs::LayerCosts> profiles;
 };
 
 // The search for the largest member of one model's families under one configuration (naive-1,
-// pipeline-K): predictions from memory profiles, real training steps to measure, and the row the
-// largest fit becomes.
+// pipeline-K): predictions by the replay of costs/memory.h over each size's layer costs, real
+// training steps to measure, and the row the largest fit becomes.
 class ConfigSearch {
  public:
   ConfigSearch(const MaxSizeOptions& options, const MaxSizeModel& model, const std::string& name,
@@ -232,12 +232,10 @@ class ConfigSearch {
         optimizer_(resolve_optimizer(options.optimizer, model.base.name())),
         micro_(model.batch / options.chunks),
         threads_(threads),
-        caches_(caches) {
-    shape_.batch = model.batch;
-    shape_.chunks = config_.pipelined ? options.chunks : 1;
-    shape_.recompute = config_.pipelined && options.checkpoint != Checkpoint::kNever;
-    shape_.state_slots = optimizer_state_slots(optimizer_);
-  }
+        caches_(caches),
+        chunks_(config_.pipelined ? options.chunks : 1),
+        schedule_(make_schedule(ScheduleKind::kGPipe, K_, chunks_)),
+        state_slots_(optimizer_state_slots(optimizer_)) {}
 
   // Searches and returns the row of the largest size that fits; throws ConfigError when none does.
   MaxSizeRow run(std::chrono::steady_clock::time_point started) {
@@ -286,24 +284,36 @@ class ConfigSearch {
     return it->second;
   }
 
-  const MemoryProfile& profile(const models::ModelConfig& c) {
+  // The layer costs of `c` at the run's micro-batch: measured once per size at the pipelined
+  // micro-batch N/M, and scaled to N for naive-1 (one micro-batch of the whole batch).
+  costs::LayerCosts profile(const models::ModelConfig& c) {
     const auto key = config_key(c);
     auto it = caches_.profiles.find(key);
     if (it == caches_.profiles.end()) {
       const auto t0 = std::chrono::steady_clock::now();
       const auto builder = models::make_model(c);
-      MemoryProfile p = profile_memory(builder->build(), builder->sample_batch(micro_, 2),
-                                       DeviceSpec::parse("cpu:0"), threads_);
-      spdlog::debug("{} {}: memory profile at micro-batch {} in {:.1f} s", c.name(), size_label(c),
+      auto p = costs::measure_layer_costs(
+          builder->build(), builder->sample_batch(micro_, 2), builder->loss(),
+          DeviceSpec::parse("cpu:0"), make_optimizer(optimizer_),
+          ProfileOptions().warmup(0).iterations(1).threads(threads_));
+      spdlog::debug("{} {}: layer costs at micro-batch {} in {:.1f} s", c.name(), size_label(c),
                     micro_, elapsed_s(t0));
       it = caches_.profiles.emplace(key, std::move(p)).first;
     }
-    return it->second;
+    const double run_micro = static_cast<double>(model_.batch / chunks_);
+    return costs::scaled_bytes(it->second, run_micro / static_cast<double>(micro_));
   }
 
   std::vector<int64_t> balance_of(const models::ModelConfig& c) {
-    const auto& p = profile(c);
-    return K_ == 1 ? std::vector<int64_t>{p.num_layers()} : balance_by_memory(p, shape_, K_);
+    const auto p = profile(c);
+    if (K_ == 1) return {p.num_layers()};
+    return costs::balance_by_memory(p, K_, state_slots_,
+                                    costs::kept_microbatches(schedule_, checkpoint()));
+  }
+
+  std::vector<double> predicted_stage_bytes(const models::ModelConfig& c,
+                                            const std::vector<int64_t>& balance) {
+    return costs::predict_peak_bytes(profile(c), schedule_, balance, checkpoint(), state_slots_);
   }
 
   double predicted_bytes(const SearchPoint& p) {
@@ -312,7 +322,7 @@ class ConfigSearch {
     const double state = static_cast<double>(parameters(c) * bytes_per_parameter(optimizer_)) /
                          static_cast<double>(K_);
     if (state > 2 * budget_) return state;
-    const auto stages = predict_stage_bytes(profile(c), balance_of(c), shape_);
+    const auto stages = predicted_stage_bytes(c, balance_of(c));
     return *std::max_element(stages.begin(), stages.end());
   }
 
@@ -325,7 +335,7 @@ class ConfigSearch {
     run.balance = balance_of(c);
     for (int64_t s = 0; s < K_; ++s)
       run.devices.push_back(c10::str("cpu:", s));
-    run.M = shape_.chunks;
+    run.M = chunks_;
     run.checkpoint = checkpoint();
     run.threads = K_ == 1 ? threads_ : 1;
     auto m = costs::measure_training(*builder, builder->sample_batch(model_.batch, 1), run,
@@ -353,7 +363,7 @@ class ConfigSearch {
     row.model = model_.base.name();
     row.config = name_;
     row.partitions = K_;
-    row.chunks = shape_.chunks;
+    row.chunks = chunks_;
     row.checkpoint = to_string(checkpoint());
     row.budget_bytes = options_.budget_for(model_);
     row.chosen = chosen;
@@ -365,7 +375,7 @@ class ConfigSearch {
     row.peak_bytes_per_device = m.peak_bytes;
     row.state_bytes_per_device = m.state_bytes;
     row.peak_activation_bytes_per_device = m.peak_activation_bytes;
-    row.predicted_bytes_per_device = predict_stage_bytes(profile(chosen), row.balance, shape_);
+    row.predicted_bytes_per_device = predicted_stage_bytes(chosen, row.balance);
     row.scale = outcome.scale;
     for (const auto& s : outcome.steps) {
       row.search.push_back({size_label(config_at(s.point)), static_cast<int64_t>(s.parameters),
@@ -386,7 +396,9 @@ class ConfigSearch {
   const int64_t micro_;
   const int threads_;
   SizeCaches& caches_;
-  MemoryShape shape_;
+  const int64_t chunks_;     // M of the run: 1 for naive-1
+  const Schedule schedule_;  // GPipe's, K x M
+  const int64_t state_slots_;
   std::map<std::pair<size_t, size_t>, costs::TrainingMeasurement> measured_;
 };
 

@@ -3,11 +3,11 @@
 //
 // Why this file exists: it is the body of the max_model_size driver, kept out of main() so that
 // presets, validation and the report are unit-tested. For each model and configuration it runs
-// the calibrated search of size_search.h over the model's sizes, predicting peaks with
-// memory_model.h and confirming with real training steps whose per-device peaks the memory meter
-// measures (parameters, gradients, optimizer state and activations, the optimizer update
-// included). naive-1 is one device without re-materialisation or micro-batches; pipeline-K is K
-// devices, M micro-batches and re-materialisation, partitioned by memory.
+// the calibrated search of size_search.h over the model's sizes, predicting peaks with the
+// replay of costs/memory.h and confirming with real training steps whose per-device peaks the
+// memory meter measures (parameters, gradients, optimizer state and activations, the optimizer
+// update included). naive-1 is one device without re-materialisation or micro-batches; pipeline-K
+// is K devices, M micro-batches and re-materialisation, partitioned by memory.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -116,7 +116,7 @@ struct MaxSizeRow {
   std::vector<int64_t> peak_bytes_per_device;
   std::vector<int64_t> state_bytes_per_device;
   std::vector<int64_t> peak_activation_bytes_per_device;
-  std::vector<double> predicted_bytes_per_device;  // the memory model, unscaled
+  std::vector<double> predicted_bytes_per_device;  // costs/memory.h's replay, unscaled
   double scale = 1;                                // measured / predicted, last search step
   std::vector<MaxSizeStep> search;
   std::optional<PaperMaxModel> paper;

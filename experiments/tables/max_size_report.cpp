@@ -228,14 +228,16 @@ std::string to_markdown(const MaxSizeResult& result) {
          "training step "
          "at that size: the memory meter's per-device peak over the whole step (forward, backward "
          "and optimizer update), the bytes held when it began (parameters, gradients, optimizer "
-         "state) and the activation peak above them; the search's memory model only chooses what "
+         "state) and the activation peak above them; the search's memory prediction only chooses "
+         "what "
          "to measure. The paper's columns are GPipe's own Table 1 (AmoebaNet-D: "
       << paper_table1_hardware("amoebanet-d")
       << ", image 224, mini-batch 128; Transformer-L: " << paper_table1_hardware("transformer-l")
       << ", pipeline-1/8/32/128 only), not ours.\n\n";
   for (const auto& m : o.models)
     model_section(out, result, m);
-  out << "## Search\n\nEach row's measured steps, in order (predicted: the memory model before "
+  out << "## Search\n\nEach row's measured steps, in order (predicted: costs/memory.h's replay "
+         "before "
          "calibration; scale: measured / predicted of the step before).\n\n";
   TextTable search(
       {"model", "config", "size", "parameters", "predicted x scale", "measured", "fits"},

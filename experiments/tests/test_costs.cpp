@@ -1,7 +1,7 @@
-// Tests of the cost library (experiments/costs): layer costs, the projected step, a measured
-// step. The target links gpipe_costs alone, so these also show that the library stands without
-// the planner and the table drivers. What is asserted must hold on any machine, never a timing
-// figure.
+// Tests of the cost library (experiments/costs): layer costs, the projected step, the memory
+// replay, a measured step. The target links gpipe_costs alone, so these also show that the library
+// stands without the planner and the table drivers. What is asserted must hold on any machine,
+// never a timing figure.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -10,6 +10,7 @@
 #include "common/optimizers.h"
 #include "costs/layer_costs.h"
 #include "costs/measured_step.h"
+#include "costs/memory.h"
 #include "costs/projection.h"
 #include "gpipe/errors.h"
 #include "gpipe/models/registry.h"
@@ -143,6 +144,106 @@ TEST(Projection, KLargerThanTheLayersIsAConfigError) {
 TEST(Projection, SamplesPerSecond) {
   EXPECT_DOUBLE_EQ(samples_per_second(64, 500), 128);
   EXPECT_CONFIG_ERROR(samples_per_second(64, 0), "must be > 0 ms");
+}
+
+// ---- memory ----------------------------------------------------------------------------------
+
+// Four layers: 100 bytes kept each, 10 bytes of parameters, 5 bytes of output, a backward that
+// needs 10 bytes more while it runs, and weight gradients they defer.
+LayerCosts four_layers() {
+  LayerCosts c;
+  c.microbatch = 1;
+  c.forward_ms.assign(4, 1);
+  c.backward_ms.assign(4, 2);
+  c.weight_ms.assign(4, 1);
+  c.update_ms.assign(4, 0);
+  c.activation_bytes.assign(4, 100);
+  c.parameter_bytes.assign(4, 10);
+  c.output_bytes.assign(4, 5);
+  c.backward_bytes.assign(4, 10);
+  return c;
+}
+
+TEST(Memory, ReplayFollowsEachSchedulesInFlightMicroBatches) {
+  const auto costs = four_layers();
+  const std::vector<int64_t> halves = {2, 2};
+  // State: 20 bytes of parameters x (2 + 1 slot) = 60. The last stage keeps 5 bytes more per
+  // micro-batch for the loss, and a B needs its 10 bytes of workspace.
+  // GPipe without recompute: all 4 micro-batches are held when the first B runs.
+  auto gpipe = predict_peak_bytes(costs, make_schedule(ScheduleKind::kGPipe, 2, 4), halves,
+                                  Checkpoint::kNever, 1);
+  EXPECT_DOUBLE_EQ(gpipe[0], 60 + 4 * 200 + 10);
+  EXPECT_DOUBLE_EQ(gpipe[1], 60 + 4 * 205 + 10);
+  // 1F1B: device 0 holds K = 2 micro-batches, the last device one.
+  auto one_f = predict_peak_bytes(costs, make_schedule(ScheduleKind::k1F1B, 2, 4), halves,
+                                  Checkpoint::kNever, 1);
+  EXPECT_DOUBLE_EQ(one_f[0], 60 + 2 * 200 + 10);
+  EXPECT_DOUBLE_EQ(one_f[1], 60 + 1 * 205 + 10);
+  // ZB-H1 is 1F1B's order with W deferred: the activations stay until W, so the last device
+  // holds a second micro-batch (W0 runs after B1). Layers that do not defer free theirs at B.
+  auto zb = predict_peak_bytes(costs, make_schedule(ScheduleKind::kZBH1, 2, 4), halves,
+                               Checkpoint::kNever, 1);
+  auto no_w = costs;
+  no_w.weight_ms.assign(4, 0);
+  auto zb_no_w = predict_peak_bytes(no_w, make_schedule(ScheduleKind::kZBH1, 2, 4), halves,
+                                    Checkpoint::kNever, 1);
+  EXPECT_DOUBLE_EQ(zb[0], one_f[0]);
+  // m0 keeps its 200 bytes of weight-deferring activations after B0 (the loss's 5 are freed).
+  EXPECT_DOUBLE_EQ(zb[1], 60 + 200 + 205 + 10);
+  EXPECT_DOUBLE_EQ(zb_no_w[1], one_f[1]);
+  // Recompute: a forward keeps its input (5 bytes on device 1; the model's input is charged to
+  // the host on device 0); the replay holds one micro-batch's activations.
+  auto always = predict_peak_bytes(costs, make_schedule(ScheduleKind::kGPipe, 2, 4), halves,
+                                   Checkpoint::kAlways, 1);
+  EXPECT_DOUBLE_EQ(always[0], 60 + 200 + 10);
+  EXPECT_DOUBLE_EQ(always[1], 60 + 4 * 5 + 205 + 10);
+}
+
+TEST(Memory, AnEmptyWeightShareMeansNoLayerDefersW) {
+  auto costs = four_layers();
+  auto no_w = costs;
+  no_w.weight_ms.clear();
+  auto zero_w = costs;
+  zero_w.weight_ms.assign(4, 0);
+  const auto zb = make_schedule(ScheduleKind::kZBH1, 2, 4);
+  EXPECT_EQ(predict_peak_bytes(no_w, zb, {2, 2}, Checkpoint::kNever, 1),
+            predict_peak_bytes(zero_w, zb, {2, 2}, Checkpoint::kNever, 1));
+}
+
+TEST(Memory, KeptMicroBatchesFollowTheScheduleUnlessRematerialised) {
+  EXPECT_EQ(kept_microbatches(make_schedule(ScheduleKind::kGPipe, 2, 8), Checkpoint::kNever), 8);
+  EXPECT_EQ(kept_microbatches(make_schedule(ScheduleKind::k1F1B, 2, 8), Checkpoint::kNever), 2);
+  EXPECT_EQ(kept_microbatches(make_schedule(ScheduleKind::kGPipe, 2, 8), Checkpoint::kAlways), 1);
+}
+
+TEST(Memory, BalanceByMemoryWeighsStateAndKeptActivations) {
+  auto costs = four_layers();
+  costs.parameter_bytes = {100, 200, 300, 400};
+  costs.activation_bytes = {10, 20, 30, 40};
+  // State x 3 (one slot) plus one micro-batch of activations.
+  EXPECT_EQ(layer_memory_bytes(costs, 1, 1), (std::vector<double>{310, 620, 930, 1240}));
+  EXPECT_EQ(balance_by_memory(costs, 2, 1, 1), (std::vector<int64_t>{3, 1}));
+  // Two slots make state x 4; eight kept micro-batches weigh the activations x 8.
+  EXPECT_EQ(layer_memory_bytes(costs, 2, 8), (std::vector<double>{480, 960, 1440, 1920}));
+  EXPECT_CONFIG_ERROR(balance_by_memory(costs, 5, 1, 1), "K=5 stages need at least 5 layers");
+  EXPECT_CONFIG_ERROR(balance_by_memory(costs, 2, -1, 1), "state slots must be >= 0");
+}
+
+TEST(Memory, ScaledBytesScalesWhatAMicroBatchHoldsButNotTheParameters) {
+  const auto costs = four_layers();
+  const auto twice = scaled_bytes(costs, 2);
+  EXPECT_EQ(twice.activation_bytes, (std::vector<double>{200, 200, 200, 200}));
+  EXPECT_EQ(twice.output_bytes, (std::vector<double>{10, 10, 10, 10}));
+  EXPECT_EQ(twice.backward_bytes, (std::vector<double>{20, 20, 20, 20}));
+  EXPECT_EQ(twice.parameter_bytes, costs.parameter_bytes);
+  EXPECT_EQ(twice.forward_ms, costs.forward_ms);
+  // A GPipe step without re-materialisation holds every micro-batch: twice the bytes per
+  // micro-batch doubles all but the state.
+  const auto gpipe = make_schedule(ScheduleKind::kGPipe, 1, 4);
+  const auto one = predict_peak_bytes(costs, gpipe, {4}, Checkpoint::kNever, 1);
+  const auto two = predict_peak_bytes(twice, gpipe, {4}, Checkpoint::kNever, 1);
+  EXPECT_DOUBLE_EQ(two[0] - 120, 2 * (one[0] - 120));
+  EXPECT_CONFIG_ERROR(scaled_bytes(costs, 0), "finite and > 0");
 }
 
 // ---- measured steps and layer costs ---------------------------------------------------------

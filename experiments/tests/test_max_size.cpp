@@ -1,4 +1,4 @@
-// Tests of max_model_size's logic and of the measuring code: the memory model, the size search,
+// Tests of max_model_size's logic and of the measuring code: the size search,
 // max_model_size's options, and short real runs on tiny models (a calibration, a small search
 // confirmed by measurement). The formatting and normalisation tests are test_tables.cpp; measured
 // steps and layer costs, test_costs.cpp. What is asserted is what must hold on any machine, never a
@@ -13,41 +13,12 @@
 #include "costs/projection.h"
 #include "gpipe/errors.h"
 #include "tables/max_size.h"
-#include "tables/memory_model.h"
 #include "tables/size_search.h"
 #include "tables/workload.h"
 #include "test_util.h"
 
 namespace gpipe::tables {
 namespace {
-
-// ---- memory model ---------------------------------------------------------------------------
-
-MemoryProfile synthetic_profile() {
-  MemoryProfile p;
-  p.microbatch = 2;
-  p.parameter_bytes = {100, 200, 300, 400};
-  p.activation_bytes = {10, 20, 30, 40};
-  p.output_bytes = {1, 2, 3, 4};
-  return p;
-}
-
-TEST(MemoryModel, NaiveKeepsEveryMicroBatchAndRematerialisationOne) {
-  const auto p = synthetic_profile();
-  MemoryShape naive{/*batch=*/8, /*chunks=*/1, /*recompute=*/false, /*state_slots=*/1};
-  // State 3 x 1000; activations of the whole batch of 8 = 4 x the profile's micro-batch of 2.
-  EXPECT_EQ(predict_stage_bytes(p, {4}, naive), (std::vector<double>{3000 + 4 * 100}));
-  MemoryShape pipelined{8, 4, true, 1};
-  // One micro-batch of 2 at a time, plus M outputs of each stage but the last.
-  EXPECT_EQ(predict_stage_bytes(p, {2, 2}, pipelined),
-            (std::vector<double>{900 + 30 + 4 * 2, 2100 + 70}));
-  MemoryShape adam{8, 4, true, 2};
-  EXPECT_EQ(predict_stage_bytes(p, {4}, adam), (std::vector<double>{4000 + 100}));
-  EXPECT_EQ(balance_by_memory(p, pipelined, 2), (std::vector<int64_t>{3, 1}));
-  EXPECT_CONFIG_ERROR(balance_by_memory(p, pipelined, 5), "pipeline-5 needs at least 5 layers");
-  MemoryShape bad{4, 8, true, 1};
-  EXPECT_CONFIG_ERROR(predict_stage_bytes(p, {4}, bad), "need 1 <= M <= N");
-}
 
 // ---- size search ----------------------------------------------------------------------------
 

@@ -63,57 +63,6 @@ TEST(Plan, CandidateShapesCoverTheSpaceAndOnlyIt) {
   }
 }
 
-// Four layers: 100 bytes kept each, 10 bytes of parameters, 5 bytes of output, a backward that
-// needs 10 bytes more while it runs, and weight gradients they defer.
-costs::LayerCosts four_layers() {
-  costs::LayerCosts c;
-  c.microbatch = 1;
-  c.forward_ms.assign(4, 1);
-  c.backward_ms.assign(4, 2);
-  c.weight_ms.assign(4, 1);
-  c.update_ms.assign(4, 0);
-  c.activation_bytes.assign(4, 100);
-  c.parameter_bytes.assign(4, 10);
-  c.output_bytes.assign(4, 5);
-  c.backward_bytes.assign(4, 10);
-  return c;
-}
-
-TEST(Plan, MemoryReplayFollowsEachSchedulesInFlightMicroBatches) {
-  const auto costs = four_layers();
-  const std::vector<int64_t> halves = {2, 2};
-  // State: 20 bytes of parameters x (2 + 1 slot) = 60. The last stage keeps 5 bytes more per
-  // micro-batch for the loss, and a B needs its 10 bytes of workspace.
-  // GPipe without recompute: all 4 micro-batches are held when the first B runs.
-  auto gpipe = predict_peak_bytes(costs, make_schedule(ScheduleKind::kGPipe, 2, 4), halves,
-                                  Checkpoint::kNever, 1);
-  EXPECT_DOUBLE_EQ(gpipe[0], 60 + 4 * 200 + 10);
-  EXPECT_DOUBLE_EQ(gpipe[1], 60 + 4 * 205 + 10);
-  // 1F1B: device 0 holds K = 2 micro-batches, the last device one.
-  auto one_f = predict_peak_bytes(costs, make_schedule(ScheduleKind::k1F1B, 2, 4), halves,
-                                  Checkpoint::kNever, 1);
-  EXPECT_DOUBLE_EQ(one_f[0], 60 + 2 * 200 + 10);
-  EXPECT_DOUBLE_EQ(one_f[1], 60 + 1 * 205 + 10);
-  // ZB-H1 is 1F1B's order with W deferred: the activations stay until W, so the last device
-  // holds a second micro-batch (W0 runs after B1). Layers that do not defer free theirs at B.
-  auto zb = predict_peak_bytes(costs, make_schedule(ScheduleKind::kZBH1, 2, 4), halves,
-                               Checkpoint::kNever, 1);
-  auto no_w = costs;
-  no_w.weight_ms.assign(4, 0);
-  auto zb_no_w = predict_peak_bytes(no_w, make_schedule(ScheduleKind::kZBH1, 2, 4), halves,
-                                    Checkpoint::kNever, 1);
-  EXPECT_DOUBLE_EQ(zb[0], one_f[0]);
-  // m0 keeps its 200 bytes of weight-deferring activations after B0 (the loss's 5 are freed).
-  EXPECT_DOUBLE_EQ(zb[1], 60 + 200 + 205 + 10);
-  EXPECT_DOUBLE_EQ(zb_no_w[1], one_f[1]);
-  // Recompute: a forward keeps its input (5 bytes on device 1; the model's input is charged to
-  // the host on device 0); the replay holds one micro-batch's activations.
-  auto always = predict_peak_bytes(costs, make_schedule(ScheduleKind::kGPipe, 2, 4), halves,
-                                   Checkpoint::kAlways, 1);
-  EXPECT_DOUBLE_EQ(always[0], 60 + 200 + 10);
-  EXPECT_DOUBLE_EQ(always[1], 60 + 4 * 5 + 205 + 10);
-}
-
 // A small MLP measured for real: the search ranks only plans under the budget.
 class PlanSearch : public ::testing::Test {
  protected:

@@ -14,7 +14,6 @@
 #include "gpipe/errors.h"
 #include "gpipe/simulator.h"
 #include "tables/max_size.h"
-#include "tables/memory_model.h"
 #include "tables/paper_figures.h"
 #include "tables/scaling.h"
 #include "tables/size_search.h"
