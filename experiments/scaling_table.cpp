@@ -52,6 +52,8 @@ struct Flags {
   int64_t batch = 0, max_measured_k = 0;
   int warmup = -1, steps = -1, profile_iterations = -1, check_rounds = 1;
   bool calibrate = true;
+  int calibration_rounds = 3;
+  int64_t calibration_chunks = 0;
 };
 
 // What to make: the preset, its tables, models, K, M and N, and the tables' links (with
@@ -127,9 +129,19 @@ void add_run_flags(CLI::App& app, Flags& flags) {
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
   app.add_flag("--calibrate,!--no-calibrate", flags.calibrate,
-               "scale each model's projected compute costs at each M by a real one-device step "
-               "over its projection (default on, where the model fits this machine; the K=2 "
-               "check then tests what the simulator adds for K stages)");
+               "scale each model's projected compute costs by a real one-device step over its "
+               "projection (default on, where the model fits this machine; the K=2 check then "
+               "tests what the simulator adds for K stages)");
+  app.add_option("--calibration-rounds", flags.calibration_rounds,
+                 "measure each model's calibration this many times, interleaved with the other "
+                 "models'; the median counts")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  app.add_option("--calibration-chunks", flags.calibration_chunks,
+                 "the M of the calibration step, which must divide every model's N (0: each "
+                 "model's largest M)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
 }
 
 // Where the report goes, and how much is logged.
@@ -200,6 +212,8 @@ tables::ScalingOptions scaling_options(const Flags& flags) {
   if (flags.steps >= 0) options.timed_steps = flags.steps;
   options.check_rounds = flags.check_rounds;
   options.calibrate = flags.calibrate;
+  options.calibration_rounds = flags.calibration_rounds;
+  options.calibration_chunks = flags.calibration_chunks;
   if (flags.profile_iterations >= 0) options.profile.iterations(flags.profile_iterations);
   options.tables = select_tables(flags, options.tables);
   return options;

@@ -38,12 +38,6 @@ nlohmann::json machine() {
   return {{"host", host}, {"cores", std::thread::hardware_concurrency()}, {"cpu", cpu}};
 }
 
-// One measurement of a calibration lasts about this long, and at least one step after the
-// warm-up: the median of 3 steps of a few milliseconds is one scheduler hiccup away from wrong on
-// a shared machine, while the contenders' calibrations are measured in rounds (each in turn,
-// spread over the planning) rather than in a longer burst that one slow moment can cover.
-constexpr double kCalibrationMs = 300;
-
 // A layer's profile stops after two timed runs that agree within this fraction (ProfileOptions::
 // settle): its median then differs from that of three runs by at most half of it, and planning a
 // Transformer spends most of its time profiling.
@@ -124,12 +118,8 @@ CostBook::CostBook(models::ModelConfig model, Pipeline::OptimizerFactory optimiz
   try {
     const auto& entries = cache_json.at(key_);
     if (entries.contains("state_slots")) state_slots_ = entries.at("state_slots").get<int64_t>();
-    if (entries.contains("calibration")) {
-      // A number in caches written before calibrations had rounds.
-      for (const auto& [name, value] : entries.at("calibration").items())
-        calibration_[name] = value.is_number() ? std::vector<double>{value.get<double>()}
-                                               : value.get<std::vector<double>>();
-    }
+    if (entries.contains("calibration"))
+      calibration_ = costs::Calibrations::from_json(entries.at("calibration"));
     if (entries.contains("allreduce")) entries.at("allreduce").get_to(allreduce_);
     for (const auto& [name, value] : entries.at("costs").items()) {
       const auto x = name.find('x');
@@ -141,7 +131,7 @@ CostBook::CostBook(models::ModelConfig model, Pipeline::OptimizerFactory optimiz
     spdlog::warn("ignoring the cost cache {} for this model ({}); measuring again", cache_path_,
                  error_message(e));
     costs_.clear();
-    calibration_.clear();
+    calibration_ = {};
     allreduce_.clear();
     state_slots_ = -1;
   }
@@ -174,57 +164,34 @@ std::string CostBook::calibration_name(int64_t microbatch, int threads, int64_t 
   GPIPE_CHECK(stages >= 1 && replicas >= 1 && max_chunks >= 1, ConfigError,
               "calibration needs stages, replicas and max_chunks >= 1, got ", stages, ", ",
               replicas, " and ", max_chunks);
-  const int64_t K = std::min(stages, num_layers_);
+  costs::CalibrationKey key;
+  key.microbatch = microbatch;
+  key.threads = threads;
+  key.K = std::min(stages, num_layers_);
   // With 2K micro-batches both ends of the pipeline are busy at once for most of the step.
-  const int64_t M = std::min(2 * K, max_chunks);
-  // A never calibration keeps the name it had before modes had their own (caches stay valid).
-  return entry_name(microbatch, threads) + "x" + std::to_string(K) + "x" + std::to_string(M) + "x" +
-         std::to_string(replicas) +
-         (checkpoint == Checkpoint::kNever ? "" : "/" + to_string(checkpoint));
+  key.M = std::min(2 * key.K, max_chunks);
+  key.replicas = replicas;
+  key.checkpoint = checkpoint;
+  return key.name();
 }
 
 double CostBook::calibration(int64_t microbatch, int threads, int64_t stages, int64_t replicas,
                              int64_t max_chunks, Checkpoint checkpoint) {
   const auto name = calibration_in_use(
       calibration_name(microbatch, threads, stages, replicas, max_chunks, checkpoint));
-  const auto found = calibration_.find(name);
-  if (found != calibration_.end() && !found->second.empty()) return median(found->second);
-  const double ratio = measure_calibration(name);
-  calibration_[name] = {ratio};
+  if (calibration_.has(name)) return calibration_.median(name);
+  calibration_.add(name, measure_calibration(name));
   save();
-  return ratio;
+  return calibration_.median(name);
 }
 
 int64_t CostBook::calibrate_in_rounds(const std::vector<std::string>& names, int rounds,
                                       int extra_rounds, double unsettled) {
-  GPIPE_CHECK(rounds >= 1 && extra_rounds >= 0, ConfigError,
-              "calibration rounds must be >= 1 and extra rounds >= 0, got ", rounds, " and ",
-              extra_rounds);
-  int64_t made = 0;
-  for (int round = 1; round <= rounds + extra_rounds; ++round) {
-    for (const auto& name : names) {
-      const auto done = calibration_rounds(name);
-      if (static_cast<int>(done.size()) >= round) continue;
-      const auto [lo, hi] = std::minmax_element(done.begin(), done.end());
-      const double spread = done.empty() ? 0.0 : *hi / *lo - 1;
-      if (round > rounds && spread <= unsettled) continue;
-      if (round > rounds) {
-        spdlog::info("calibration round {} (extra, its rounds spread {:.0f}%): {}", round,
-                     100 * spread, name);
-      } else {
-        spdlog::info("calibration round {} of {}: {}", round, rounds, name);
-      }
-      calibration_[name].push_back(measure_calibration(name));
-      ++made;
-    }
-  }
+  const int64_t made = calibration_.measure_in_rounds(
+      names, rounds, extra_rounds, unsettled,
+      [this](const std::string& name) { return measure_calibration(name); });
   if (made > 0) save();
   return made;
-}
-
-std::vector<double> CostBook::calibration_rounds(const std::string& name) const {
-  const auto found = calibration_.find(name);
-  return found == calibration_.end() ? std::vector<double>{} : found->second;
 }
 
 std::string CostBook::calibration_in_use(const std::string& name) const {
@@ -232,44 +199,13 @@ std::string CostBook::calibration_in_use(const std::string& name) const {
 }
 
 double CostBook::measure_calibration(const std::string& name, int warmup) {
-  std::vector<int64_t> v;  // micro-batch, threads, K, M, R
-  const auto slash = name.find('/');
-  std::istringstream parts(name.substr(0, slash));
-  for (std::string part; std::getline(parts, part, 'x');)
-    v.push_back(std::stoll(part));
-  GPIPE_CHECK(v.size() == 5, ConfigError, "a calibration is named micro-batch x threads x K x M x ",
-              "R[/checkpoint] (calibration_name), got ", name);
-  const auto checkpoint =
-      slash == std::string::npos ? Checkpoint::kNever : parse_checkpoint(name.substr(slash + 1));
-  const int64_t microbatch = v[0], K = v[2], M = v[3], replicas = v[4];
-  const int threads = static_cast<int>(v[1]);
-  GPIPE_CHECK(devices_.empty() || static_cast<int64_t>(devices_.size()) >= K * replicas,
-              ConfigError, "calibrating ", replicas, " replica(s) of ", K, " stage(s) needs ",
-              K * replicas, " devices, the plan has ", devices_.size());
-  const auto& costs = at(microbatch, threads).layers;
-  spdlog::info("calibrating: {} GPipe step(s), K={} M={} {} at micro-batch {}, {} thread(s)",
-               replicas, K, M, to_string(checkpoint), microbatch, threads);
-  const auto balance = costs::balance_by_time(costs, K);
-  const double simulated =
-      costs::project_step(costs, K, M, checkpoint, link_preset("none"), balance).step_ms;
-  const int steps = steps_lasting(kCalibrationMs, simulated, 1);
+  const auto key = costs::CalibrationKey::parse(name);
+  const auto& costs = at(key.microbatch, key.threads).layers;
   const auto builder = models::make_model(model_);
-  const auto batch = builder->sample_batch(microbatch * M, seed_ + 1);
-  // The replicas run at once, each on its own K devices, as data-parallel replicas share the
-  // machine; the slowest sets the step.
-  std::vector<double> measured(replicas, 0.0);
-  run_parallel(replicas, [&](int64_t r) {
-    PipelineShape shape;
-    shape.balance = balance;
-    shape.M = M;
-    shape.checkpoint = checkpoint;
-    shape.threads = threads;
-    for (int64_t k = r * K; k < (r + 1) * K; ++k)
-      shape.devices.push_back(devices_.empty() ? "cpu:" + std::to_string(k) : devices_[k]);
-    measured[r] = costs::measure_training(*builder, batch, shape, optimizer_, warmup, steps, seed_)
-                      .median_step_ms;
-  });
-  return *std::max_element(measured.begin(), measured.end()) / simulated;
+  return costs::measure_calibration(
+             *builder, costs, key, optimizer_,
+             costs::CalibrationOptions().devices(devices_).seed(seed_).warmup(warmup))
+      .ratio();
 }
 
 double CostBook::allreduce_ms(int64_t stages, int64_t replicas, double bytes) {
@@ -337,7 +273,7 @@ void CostBook::save() const {
   auto cache_json = read_cache(cache_path_);
   nlohmann::json entries = {{"costs", nlohmann::json::object()}};
   if (state_slots_ >= 0) entries["state_slots"] = state_slots_;
-  entries["calibration"] = calibration_;
+  entries["calibration"] = calibration_.to_json();
   entries["allreduce"] = allreduce_;
   for (const auto& [shape, costs] : costs_)
     entries["costs"][entry_name(shape.first, shape.second)] = to_json(costs);

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "costs/calibration.h"
 #include "costs/layer_costs.h"
 #include "gpipe/models/registry.h"
 #include "gpipe/pipeline.h"
@@ -40,47 +41,37 @@ class CostBook {
   // Measures on first use (`microbatch` samples, `threads` intra-op threads on the first
   // device, cpu:0 for CPU plans).
   const MicrobatchCosts& at(int64_t microbatch, int threads);
-  // How much longer a real training step through the engine takes than the simulator predicts
-  // from these isolated layer costs: a GPipe step of K = `stages` devices (M = min(2K,
-  // max_chunks), time-balanced, the plan's `checkpoint`) at `microbatch`, measured over
-  // simulated. It carries what isolated layers do not show: CPU devices sharing one machine's
-  // memory bandwidth and caches, the engine's own work per action and per step, and layers running
-  // on data that is no longer in cache. `replicas` > 1 runs that many such steps at once on their
-  // own devices, as a data-parallel plan's replicas share the machine (the slowest counts).
-  // `max_chunks` (the plan's M) keeps the step to the plan's batch: 2K micro-batches of the
-  // largest size would cost 2K plans' steps to calibrate. Measured once on first use; the median
-  // of its rounds once calibrate_in_rounds has measured it again.
-  // Re-materialisation changes the ratio: a step that keeps every micro-batch's activations runs
-  // its forwards and backwards on data gone cold (AmoebaNet-D, K=2, micro-batch 4: its
-  // forwards 1.3x the profile's), while a checkpointed step rebuilds them right before each
-  // backward, so each mode has its own calibration once measured (calibrate_in_rounds, for the
-  // contenders and the grid). Until then a re-materialising mode is screened with its shape's never
-  // calibration, which overprices it (AmoebaNet-D K=2 M=8 always: +15-20%, its own +0-4%) but keeps
-  // the search to one calibration per shape.
+  // The calibration (costs/calibration.h) of plans at `microbatch` on `stages` devices: a GPipe
+  // step of K = `stages` devices (M = min(2K, max_chunks), time-balanced, the plan's
+  // `checkpoint`) at `microbatch`, measured over simulated. `replicas` > 1 runs that many such
+  // steps at once on their own devices, as a data-parallel plan's replicas share the machine (the
+  // slowest counts). `max_chunks` (the plan's M) keeps the step to the plan's batch: 2K
+  // micro-batches of the largest size would cost 2K plans' steps to calibrate. Measured once on
+  // first use; the median of its rounds once calibrate_in_rounds has measured it again.
+  // Re-materialisation changes the ratio (a step that keeps every micro-batch's activations runs
+  // its backwards on data gone cold; a checkpointed one rebuilds them right before), so each mode
+  // has its own calibration once measured (calibrate_in_rounds, for the contenders and the grid).
+  // Until then a re-materialising mode is screened with its shape's never calibration, which
+  // keeps the search to one calibration per shape.
   double calibration(int64_t microbatch, int threads, int64_t stages, int64_t replicas,
                      int64_t max_chunks, Checkpoint checkpoint = Checkpoint::kNever);
-  // The calibration those arguments name ("micro-batch x threads x K x M x R", then
-  // "/checkpoint" unless it is never).
+  // The calibration those arguments name (CalibrationKey::name: "micro-batch x threads x K x M x
+  // R", then "/checkpoint" unless it is never).
   std::string calibration_name(int64_t microbatch, int threads, int64_t stages, int64_t replicas,
                                int64_t max_chunks,
                                Checkpoint checkpoint = Checkpoint::kNever) const;
-  // Measures the named calibrations (calibration_name) again, one round of all of them after
-  // another, until each has `rounds` measurements (a cached one counts its stored rounds); returns
-  // how many it made. A calibration anchors every prediction that uses it, and this machine's
-  // speed drifts by tens of percent within a minute, so one measurement taken at a slow moment
-  // would mark all those plans slow; rounds spread each over the whole calibration. Up to
-  // `extra_rounds` more rounds then measure again each calibration whose rounds still disagree,
-  // the slowest more than `unsettled` (a fraction) over the fastest: a median of 3 follows two
-  // rounds taken in busy minutes, one of 5 outvotes them.
+  // Measures the named calibrations again in interleaved rounds (Calibrations::
+  // measure_in_rounds); returns how many measurements it made.
   int64_t calibrate_in_rounds(const std::vector<std::string>& names, int rounds,
-                              int extra_rounds = 0, double unsettled = kUnsettledSpread);
-  // How far a calibration's rounds may disagree before extra rounds measure it again.
-  static constexpr double kUnsettledSpread = 0.10;
-  // One measurement of the calibration `name` (calibration_name) now: measured over simulated,
-  // after `warmup` steps. Not kept; what a check pairs with a measurement taken right after it.
+                              int extra_rounds = 0,
+                              double unsettled = costs::Calibrations::kUnsettledSpread);
+  // One measurement of the calibration `name` now: measured over simulated, after `warmup`
+  // steps. Not kept; what a check pairs with a measurement taken right after it.
   double measure_calibration(const std::string& name, int warmup = 1);
   // The measurements behind a calibration (empty if not made).
-  std::vector<double> calibration_rounds(const std::string& name) const;
+  std::vector<double> calibration_rounds(const std::string& name) const {
+    return calibration_.rounds(name);
+  }
   // The calibration a prediction named `name` uses now: itself once measured, or while a
   // re-materialising one is not, its never twin (calibration()).
   std::string calibration_in_use(const std::string& name) const;
@@ -115,8 +106,7 @@ class CostBook {
   int64_t state_slots_ = -1;
   int64_t measured_ = 0;
   std::map<std::pair<int64_t, int>, MicrobatchCosts> costs_;
-  // calibration_name: each round's measured over simulated.
-  std::map<std::string, std::vector<double>> calibration_;
+  costs::Calibrations calibration_;          // by calibration_name
   std::map<std::string, double> allreduce_;  // "K x R x MiB"
 };
 

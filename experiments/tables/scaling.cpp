@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "common/report.h"
+#include "costs/calibration.h"
 #include "costs/measured_step.h"
 #include "costs/projection.h"
 #include "gpipe/errors.h"
@@ -63,6 +64,9 @@ void validate(const ScalingOptions& options) {
                                      options.warmup_steps + options.calibration_steps >= 2),
               ConfigError, "calibration needs at least one timed step and two in all, got ",
               options.calibration_steps, " after ", options.warmup_steps, " warm-up step(s)");
+  GPIPE_CHECK(options.calibration_rounds >= 1 && options.calibration_chunks >= 0, ConfigError,
+              "--calibration-rounds must be >= 1 and --calibration-chunks >= 0, got ",
+              options.calibration_rounds, " and ", options.calibration_chunks);
   for (const auto& table : options.tables) {
     GPIPE_CHECK(!table.models.empty(), ConfigError, table.id, " has no models (check --models)");
     check_table_link(table.link);
@@ -90,6 +94,11 @@ void validate(const ScalingOptions& options) {
                     ": M=", M, " must divide the mini-batch N=", model.batch, " of ", model.label,
                     " (equal micro-batches of N/M samples)");
       }
+      const int64_t c = options.calibration_chunks;
+      GPIPE_CHECK(!options.calibrate || c == 0 || (c <= model.batch && model.batch % c == 0),
+                  ConfigError, "--calibration-chunks ", c,
+                  " must divide the mini-batch N=", model.batch, " of ", model.label,
+                  "; use a divisor of N, or 0 for its largest M");
     }
   }
 }
@@ -133,16 +142,21 @@ void warn_if_busy(const std::string& what, double other_cores) {
   }
 }
 
-// Per model and micro-batch: the (calibrated) layer costs, who else used the CPU while they
-// were profiled, and the calibration.
+// Per model and micro-batch: the layer costs as profiled, and who else used the CPU meanwhile.
+struct RawProfile {
+  costs::LayerCosts costs;
+  double other_cores = 0;
+};
+
+// The same costs scaled by the model's calibration (1: none).
 struct Profiled {
   costs::LayerCosts costs;
   double other_cores = 0;
   double calibration = 1;
 };
 
-// Each check round of a measured run: its projected and measured samples/s and calibration.
-using CheckRounds = std::vector<std::tuple<double, double, double>>;
+// Each check round of a measured run: its projected and measured samples/s.
+using CheckRounds = std::vector<std::pair<double, double>>;
 
 // What every row of run_scaling shares: the options, the result it fills, where the layers are
 // profiled, and the caches that keep one profile per model and micro-batch and one measurement
@@ -157,8 +171,11 @@ struct ScalingRun {
   const ScalingOptions& options;
   ScalingResult& result;
   const DeviceSpec profile_device;
-  const int64_t memory;  // physical memory, 0 if unknown
-  std::map<std::string, Profiled> costs_cache;
+  const int64_t memory;                               // physical memory, 0 if unknown
+  std::map<std::string, RawProfile> raw_cache;        // by model and micro-batch
+  std::map<std::string, Profiled> costs_cache;        // the same, calibrated
+  costs::Calibrations calibrations;                   // by calibration_label
+  std::map<std::string, std::string> calibration_of;  // model_key -> its calibration's label
   std::map<std::string, costs::TrainingMeasurement> measured_cache;
   std::set<std::string> checked;
   std::map<std::string, CheckRounds> check_rounds;  // per measured run
@@ -224,8 +241,8 @@ void resolve_links(ScalingRun& run) {
 }
 
 // Builds `model` of `table` and decides whether its rows can be measured here.
-ModelRun prepare_model(const ScalingRun& run, const ScalingTableSpec& table,
-                       const ScalingModel& model) {
+std::unique_ptr<ModelRun> prepare_model(const ScalingRun& run, const ScalingTableSpec& table,
+                                        const ScalingModel& model) {
   auto builder = models::make_model(model.config);
   const std::string optimizer = resolve_optimizer(run.options.optimizer, model.config.name());
   const int64_t parameters = builder->count_parameters();
@@ -241,13 +258,12 @@ ModelRun prepare_model(const ScalingRun& run, const ScalingTableSpec& table,
   }
   auto full_batch = builder->sample_batch(model.batch, /*seed=*/1);
   const auto& link = run.result.links.at(table.id);
-  return ModelRun{
-      table, link, model, std::move(builder), optimizer, can_measure, std::move(full_batch)};
+  return std::unique_ptr<ModelRun>(new ModelRun{table, link, model, std::move(builder), optimizer,
+                                                can_measure, std::move(full_batch)});
 }
 
-// Profiles every layer at this micro-batch (logged with who else used the CPU), then
-// calibrates the costs by a one-device step where the model can be measured.
-Profiled profile_layers(const ScalingRun& run, const ModelRun& mr, int64_t M) {
+// Profiles every layer at this micro-batch, logged with who else used the CPU.
+RawProfile profile_layers(const ScalingRun& run, const ModelRun& mr, int64_t M) {
   const auto& options = run.options;
   const auto& model = mr.model;
   const auto& builder = mr.builder;
@@ -273,25 +289,95 @@ Profiled profile_layers(const ScalingRun& run, const ModelRun& mr, int64_t M) {
       update, elapsed_s(t0));
   const double other_cores = cpu.read().other_cores;
   warn_if_busy(c10::str(model.label, " profile at micro-batch ", micro), other_cores);
-  if (!options.calibrate || !mr.can_measure) return Profiled{std::move(c), other_cores, 1.0};
-  const auto t1 = std::chrono::steady_clock::now();
-  const auto calibration = calibrate_one_device(*builder, mr.full_batch, c, M, options.checkpoint,
-                                                options.device_type + ":0", mr.optimizer,
-                                                options.warmup_steps, options.calibration_steps);
-  spdlog::info(
-      "{}: calibration at M={}: a one-device step took {:.1f} ms, its projection "
-      "{:.1f} ms, so the projections' compute costs are scaled by {:.3f} ({:.1f} s)",
-      model.label, M, calibration.measured_ms, calibration.projected_ms, calibration.ratio(),
-      elapsed_s(t1));
-  return Profiled{costs::scaled_compute(std::move(c), calibration.ratio()), other_cores,
-                  calibration.ratio()};
+  return RawProfile{std::move(c), other_cores};
 }
 
-// The layer costs of `mr` at M, profiled the first time a table asks for them.
+// The layer costs of `mr` at M as profiled, the first time anyone asks for them.
+const RawProfile& raw_at(ScalingRun& run, const ModelRun& mr, int64_t M) {
+  const std::string key = c10::str(model_key(mr.model), "/b", mr.model.batch / M);
+  if (!run.raw_cache.count(key)) run.raw_cache[key] = profile_layers(run, mr, M);
+  return run.raw_cache.at(key);
+}
+
+// `raw` scaled by its model's calibration, where the model has one.
+Profiled calibrated(const ScalingRun& run, const ModelRun& mr, const RawProfile& raw) {
+  const auto found = run.calibration_of.find(model_key(mr.model));
+  if (found == run.calibration_of.end()) return Profiled{raw.costs, raw.other_cores, 1.0};
+  const double ratio = run.calibrations.median(found->second);
+  return Profiled{costs::scaled_compute(raw.costs, ratio), raw.other_cores, ratio};
+}
+
+// The calibrated layer costs of `mr` at M.
 const Profiled& profiled_at(ScalingRun& run, const ModelRun& mr, int64_t M) {
-  const std::string costs_key = c10::str(model_key(mr.model), "/b", mr.model.batch / M);
-  if (!run.costs_cache.count(costs_key)) run.costs_cache[costs_key] = profile_layers(run, mr, M);
-  return run.costs_cache.at(costs_key);
+  const std::string key = c10::str(model_key(mr.model), "/b", mr.model.batch / M);
+  if (!run.costs_cache.count(key)) run.costs_cache[key] = calibrated(run, mr, raw_at(run, mr, M));
+  return run.costs_cache.at(key);
+}
+
+// The M a model is calibrated at: --calibration-chunks, or the largest M of its rows in any
+// table (its smallest micro-batch: where isolated layer timings miss the most).
+int64_t calibration_chunks(const ScalingOptions& options, const ScalingModel& model) {
+  if (options.calibration_chunks > 0) return options.calibration_chunks;
+  int64_t M = 1;
+  for (const auto& table : options.tables) {
+    for (const auto& m : table.models) {
+      if (model_key(m) != model_key(model)) continue;
+      M = std::max(M, *std::max_element(table.chunks.begin(), table.chunks.end()));
+    }
+  }
+  return M;
+}
+
+// One round of the calibration `key` of `mr`: a one-device step over its projection.
+double calibration_round(ScalingRun& run, const ModelRun& mr, const costs::CalibrationKey& key) {
+  const auto& options = run.options;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto step = costs::measure_calibration(*mr.builder, raw_at(run, mr, key.M).costs, key,
+                                               make_optimizer(mr.optimizer),
+                                               costs::CalibrationOptions()
+                                                   .devices({options.device_type + ":0"})
+                                                   .warmup(options.warmup_steps)
+                                                   .steps(options.calibration_steps));
+  spdlog::info(
+      "{}: a one-device step of M={} took {:.1f} ms, its projection {:.1f} ms: {:.3f} "
+      "({:.1f} s)",
+      mr.model.label, key.M, step.measured_ms, step.projected_ms, step.ratio(), elapsed_s(t0));
+  return step.ratio();
+}
+
+// Calibrates every model that fits this machine once, in rounds interleaved over the models
+// (ScalingOptions::calibration_rounds), before any row: every M of a model then takes the median.
+void calibrate_models(ScalingRun& run, const std::vector<std::unique_ptr<ModelRun>>& model_runs) {
+  const auto& options = run.options;
+  if (!options.calibrate) return;
+  std::vector<std::string> labels;
+  std::map<std::string, std::pair<const ModelRun*, costs::CalibrationKey>> jobs;
+  for (const auto& mr : model_runs) {
+    if (!mr->can_measure || run.calibration_of.count(model_key(mr->model))) continue;
+    costs::CalibrationKey key;
+    key.M = calibration_chunks(options, mr->model);
+    key.microbatch = mr->model.batch / key.M;
+    key.threads = options.profile.threads();
+    key.checkpoint = options.checkpoint;
+    const auto label = c10::str(mr->model.label, " ", key.name());
+    run.calibration_of[model_key(mr->model)] = label;
+    labels.push_back(label);
+    jobs.emplace(label, std::make_pair(mr.get(), key));
+    raw_at(run, *mr, key.M);  // profiled first: the rounds interleave only the steps
+  }
+  run.calibrations.measure_in_rounds(
+      labels, options.calibration_rounds, 0, 0.0, [&](const std::string& label) {
+        return calibration_round(run, *jobs.at(label).first, jobs.at(label).second);
+      });
+  for (const auto& label : labels) {
+    const auto& [mr, key] = jobs.at(label);
+    const double median = run.calibrations.median(label);
+    spdlog::info("{}: calibration {:.3f}, the median of {} round(s) spread {:.1f}%",
+                 mr->model.label, median, run.calibrations.rounds(label).size(),
+                 100 * run.calibrations.spread(label));
+    run.result.calibrations.push_back({mr->model.config.name(), mr->model.label, key.M, key.name(),
+                                       run.calibrations.rounds(label), median});
+  }
 }
 
 // The projected row at K and M: the simulated step on the table's link, its bubble and the
@@ -384,13 +470,13 @@ void measure_rounds(ScalingRun& run, const ModelRun& mr, const Profiled& profile
   const auto& options = run.options;
   auto& rounds = run.check_rounds[run_key];
   for (int r = 0; r < options.check_rounds; ++r) {
-    const auto fresh = options.check_rounds > 1 ? profile_layers(run, mr, row.M) : profiled;
+    const auto fresh =
+        options.check_rounds > 1 ? calibrated(run, mr, profile_layers(run, mr, row.M)) : profiled;
     auto m = measure_once(run, mr, row, measured_link, r);
     const auto projected = costs::project_step(fresh.costs, row.K, row.M, options.checkpoint,
                                                measured_link.local, row.balance);
     rounds.push_back({costs::samples_per_second(mr.model.batch, projected.step_ms),
-                      costs::samples_per_second(mr.model.batch, m.median_step_ms),
-                      fresh.calibration});
+                      costs::samples_per_second(mr.model.batch, m.median_step_ms)});
     if (r == 0) run.measured_cache[run_key] = std::move(m);
   }
 }
@@ -407,11 +493,10 @@ ProjectionCheck projection_check(const ScalingRow& row, const ScalingRow& mrow,
   check.M = row.M;
   check.link = mrow.link;
   std::vector<double> projected, measured_rate;
-  for (const auto& [p, m, calibration] : rounds) {
+  for (const auto& [p, m] : rounds) {
     projected.push_back(p);
     measured_rate.push_back(m);
     check.round_errors.push_back(p / m - 1.0);
-    check.round_calibrations.push_back(calibration);
   }
   check.measured_samples_per_s = median(measured_rate);
   check.projected_samples_per_s = median(projected);
@@ -454,11 +539,10 @@ void add_measured_row(ScalingRun& run, const ModelRun& mr, const Profiled& profi
 
 // Every row of one model of one table: for each M its profile, for each K the projected row
 // and, where K devices exist and the model fits, the measured one.
-void add_model_rows(ScalingRun& run, const ScalingTableSpec& table, const ScalingModel& model) {
-  const auto mr = prepare_model(run, table, model);
-  for (int64_t M : table.chunks) {
+void add_model_rows(ScalingRun& run, const ModelRun& mr) {
+  for (int64_t M : mr.table.chunks) {
     const auto& profiled = profiled_at(run, mr, M);
-    for (int64_t K : table.partitions) {
+    for (int64_t K : mr.table.partitions) {
       const auto row = projected_row(run, mr, profiled, K, M);
       run.result.rows.push_back(row);
       if (K > run.result.max_measured_k || !mr.can_measure) continue;
@@ -498,11 +582,16 @@ ScalingResult run_scaling(const ScalingOptions& options) {
   describe_machine(options, result);
   ScalingRun run(options, result);
   resolve_links(run);
+  std::vector<std::unique_ptr<ModelRun>> model_runs;
   for (const auto& table : options.tables) {
     for (const auto& model : table.models)
-      add_model_rows(run, table, model);
-    normalise(result.rows, table.id, table.base_K, table.base_M);
+      model_runs.push_back(prepare_model(run, table, model));
   }
+  calibrate_models(run, model_runs);
+  for (const auto& mr : model_runs)
+    add_model_rows(run, *mr);
+  for (const auto& table : options.tables)
+    normalise(result.rows, table.id, table.base_K, table.base_M);
   result.machine["load_average_after"] = load_average();
   result.seconds = elapsed_s(started);
   finish_breakdown(options, result);

@@ -66,11 +66,15 @@ struct ScalingOptions {
   // machine (this one's speed drifts by tens of percent within minutes); the check compares the
   // medians and keeps every round's error. The table's measured row is round 0's.
   int check_rounds = 1;
-  // Calibrate each model's projections at each M by a real one-device step (workload.h:
-  // calibrate_one_device), where the model fits this machine; the step runs after the warm-up
-  // for this many timed steps.
+  // Calibrate each model's projections (costs/calibration.h) by a real one-device step (K=1, the
+  // model's N, `calibration_chunks` micro-batches, the table's re-materialisation) over its
+  // projection, where the model fits this machine: once per model, in `calibration_rounds`
+  // rounds interleaved over the models, the median scaling every M's costs. Each measurement
+  // runs `calibration_steps` timed steps after the warm-up.
   bool calibrate = true;
   int calibration_steps = 2;
+  int calibration_rounds = 3;
+  int64_t calibration_chunks = 0;  // 0: the largest M of the model's rows
 };
 
 // "quick": scaled-down AmoebaNet-D and Transformer-L that run on two CPU cores in minutes.
@@ -116,6 +120,16 @@ struct ScalingRow {
   double calibration = 1;
 };
 
+// One model's calibration: the step it measured (CalibrationKey::name) and every round.
+struct ScalingCalibration {
+  std::string model;  // registry name
+  std::string label;
+  int64_t M = 0;
+  std::string name;
+  std::vector<double> rounds;
+  double median = 1;
+};
+
 // Measured against projected on this machine's link, at the same K, M and partition.
 struct ProjectionCheck {
   std::string model;
@@ -129,8 +143,6 @@ struct ProjectionCheck {
   double other_cores_profiled = 0;
   // Each round's projected / measured - 1 (one entry per round; ScalingOptions::check_rounds).
   std::vector<double> round_errors;
-  // Each round's one-device calibration (ScalingRow::calibration).
-  std::vector<double> round_calibrations;
   // The check: the median of the rounds' own errors. A round's profile and its measurement run
   // within a minute of each other, so each pair shares that minute's machine, which drifts by
   // tens of percent between rounds; without rounds, the medians' error below.
@@ -150,8 +162,9 @@ struct ScalingResult {
   ScalingOptions options;
   std::vector<ScalingRow> rows;
   std::vector<ProjectionCheck> checks;
-  int64_t max_measured_k = 0;              // as resolved on this machine
-  std::map<std::string, TableLink> links;  // by table id
+  std::vector<ScalingCalibration> calibrations;  // one per calibrated model
+  int64_t max_measured_k = 0;                    // as resolved on this machine
+  std::map<std::string, TableLink> links;        // by table id
   // Table 2's rows split into forward, backward, recompute, bubble, imbalance, communication
   // and optimizer (breakdown.h): simulated for every row, measured where the row is.
   BreakdownReport breakdown;

@@ -1,4 +1,5 @@
 // The scaling tables as JSON, CSV and Markdown (declared in scaling.h).
+#include <algorithm>
 #include <sstream>
 
 #include "common/report.h"
@@ -100,7 +101,6 @@ nlohmann::json check_json(const ProjectionCheck& c) {
           {"error", c.error()},
           {"error_of_medians", c.error_of_medians()},
           {"round_errors", c.round_errors},
-          {"round_calibrations", c.round_calibrations},
           {"other_cores_measured", c.other_cores_measured},
           {"other_cores_profiled", c.other_cores_profiled}};
 }
@@ -129,10 +129,15 @@ void write_intro(std::ostream& out, const ScalingResult& result) {
          "GPipe schedule with re-materialisation and the table's link model (compute costs are "
          "this machine's; only the copies follow the link). "
       << (o.calibrate ? "Where the model fits this machine, the compute costs are calibrated "
-                        "first: scaled by a real one-device step (K=1, the row's N, M and "
-                        "re-materialisation) over its projection (column calibration), which "
-                        "prices what isolated layer timings miss; the check of a K=2 row below "
-                        "then tests what the simulator adds for K stages, links and bubbles. "
+                        "first: scaled by a real one-device step (K=1, the model's N, its "
+                        "largest M unless --calibration-chunks names one, the table's "
+                        "re-materialisation) over its projection, which prices what isolated "
+                        "layer timings miss. Each model is calibrated once, in rounds "
+                        "interleaved with the other models', and every M takes the median "
+                        "(column calibration; the rounds are under Calibrations below); the "
+                        "check of a K=2 row below then tests what the simulator adds for K "
+                        "stages, links and bubbles and, at every M but the calibrated one, "
+                        "whether one calibration serves all micro-batch sizes. "
                       : "Uncalibrated (--no-calibrate): the per-layer costs as profiled. ")
       << "The paper's columns are GPipe's own "
          "figures (Table 2: "
@@ -218,7 +223,7 @@ void write_check_explanation(std::ostream& out, const ScalingOptions& o) {
          "measured step.";
   if (rounds > 1) {
     out << " Each check ran " << rounds << " rounds, each a fresh profile"
-        << (o.calibrate ? " and calibration" : "")
+        << (o.calibrate ? " (scaled by the model's calibration)" : "")
         << " and then the measured run; the samples/s are the "
            "medians over the rounds and the error is the median of the rounds' own errors "
            "(each round's profile and measurement share that minute's machine, which drifts "
@@ -226,6 +231,38 @@ void write_check_explanation(std::ostream& out, const ScalingOptions& o) {
            "medians (the pairing lost) and every round's own error.";
   }
   out << "\n\n";
+}
+
+nlohmann::json calibrations_json(const ScalingResult& result) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& c : result.calibrations) {
+    out.push_back({{"model", c.model},
+                   {"label", c.label},
+                   {"M", c.M},
+                   {"name", c.name},
+                   {"rounds", c.rounds},
+                   {"median", c.median}});
+  }
+  return out;
+}
+
+// Each model's calibration: the step it measured, every round, the median.
+void write_calibrations(std::ostream& out, const ScalingResult& result) {
+  if (result.calibrations.empty()) return;
+  out << "## Calibrations\n\nA one-device step over its projection, per model "
+         "(micro-batch x threads x K x M x R, then the re-materialisation), in interleaved "
+         "rounds; every projected row of the model is scaled by the median.\n\n";
+  TextTable table({"model", "M", "step", "rounds", "median", "spread"},
+                  {false, true, false, false, true, true});
+  for (const auto& c : result.calibrations) {
+    std::vector<std::string> rounds;
+    for (const double r : c.rounds)
+      rounds.push_back(fixed(r, 3));
+    const auto [lo, hi] = std::minmax_element(c.rounds.begin(), c.rounds.end());
+    table.add_row({c.label, std::to_string(c.M), c.name, c10::Join(", ", rounds),
+                   fixed(c.median, 3), fixed(100 * (*hi / *lo - 1), 1) + "%"});
+  }
+  out << table.markdown() << "\n";
 }
 
 // The projection check's table: one row per measured run.
@@ -293,6 +330,9 @@ nlohmann::json to_json(const ScalingResult& result) {
           {"check_rounds", o.check_rounds},
           {"calibrate", o.calibrate},
           {"calibration_steps", o.calibration_steps},
+          {"calibration_rounds", o.calibration_rounds},
+          {"calibration_chunks", o.calibration_chunks},
+          {"calibrations", calibrations_json(result)},
           {"machine", result.machine},
           {"seconds", result.seconds},
           {"tables", tables},
@@ -320,6 +360,7 @@ std::string to_markdown(const ScalingResult& result) {
   write_intro(out, result);
   for (const auto& t : result.options.tables)
     write_table(out, result, t);
+  write_calibrations(out, result);
   out << "## Projection check: measured against projected on this machine\n\n";
   if (result.checks.empty()) {
     out << "No row was measured (no K <= " << result.max_measured_k << " fits this machine).\n";

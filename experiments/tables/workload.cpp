@@ -4,8 +4,6 @@
 #include <unistd.h>
 
 #include "common/optimizers.h"
-#include "costs/measured_step.h"
-#include "costs/projection.h"
 #include "gpipe/errors.h"
 #include "gpipe/timing.h"
 
@@ -36,25 +34,6 @@ int64_t bytes_per_parameter(const std::string& optimizer) {
 Pipeline::OptimizerFactory make_optimizer(const std::string& name) {
   optimizer_state_slots(name);  // validates the name
   return cli::make_optimizer_factory(cli::OptimizerSettings(name).lr(name == "sgd" ? 1e-3 : 1e-4));
-}
-
-OneDeviceCalibration calibrate_one_device(const models::ModelBuilder& builder,
-                                          const models::SampleBatch& batch,
-                                          const costs::LayerCosts& costs, int64_t M,
-                                          Checkpoint checkpoint, const std::string& device,
-                                          const std::string& optimizer, int warmup, int steps) {
-  PipelineShape shape;
-  shape.balance = {costs.num_layers()};
-  shape.devices = {device};
-  shape.M = M;
-  shape.checkpoint = checkpoint;
-  shape.threads = 1;
-  OneDeviceCalibration out;
-  out.projected_ms = costs::project_step(costs, 1, M, checkpoint, link_preset("none")).step_ms;
-  out.measured_ms =
-      costs::measure_training(builder, batch, shape, make_optimizer(optimizer), warmup, steps)
-          .median_step_ms;
-  return out;
 }
 
 int64_t physical_memory_bytes() {

@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "costs/layer_costs.h"
 #include "gpipe/models/registry.h"
 #include "gpipe/pipeline.h"
 
@@ -29,24 +28,6 @@ int64_t optimizer_state_slots(const std::string& name);
 int64_t bytes_per_parameter(const std::string& optimizer);
 // A factory for Pipeline::set_optimizer (and the profilers): small learning rates, real state.
 Pipeline::OptimizerFactory make_optimizer(const std::string& name);
-
-// Isolated per-layer costs miss part of what a real step through the engine spends (data gone
-// cold between a micro-batch's forward and its recompute, the executor's hand-offs), as the
-// planner found (plan/cost_book.h). A table calibrates once per model and M: a real one-device
-// GPipe step (K=1 on `device`, the row's N and M, `checkpoint`, one intra-op thread) against its
-// projection from `costs`, and every projected K of that model and M takes the ratio
-// (scaled_compute). The check of a K=2 row against its projection is then the simulator's
-// account of K stages, links and bubbles, not a re-measure of one device.
-struct OneDeviceCalibration {
-  double measured_ms = 0;   // median of the timed one-device steps
-  double projected_ms = 0;  // project_step(costs, 1, M, checkpoint, no link)
-  double ratio() const { return measured_ms / projected_ms; }
-};
-OneDeviceCalibration calibrate_one_device(const models::ModelBuilder& builder,
-                                          const models::SampleBatch& batch,
-                                          const costs::LayerCosts& costs, int64_t M,
-                                          Checkpoint checkpoint, const std::string& device,
-                                          const std::string& optimizer, int warmup, int steps);
 
 // Physical memory of this machine, in bytes (0 if unknown).
 int64_t physical_memory_bytes();

@@ -1,13 +1,17 @@
 // Tests of the cost library (experiments/costs): layer costs, the projected step, the memory
-// replay, a measured step. The target links gpipe_costs alone, so these also show that the library
-// stands without the planner and the table drivers. What is asserted must hold on any machine,
-// never a timing figure.
+// replay, a measured step, calibrations. The target links gpipe_costs alone, so these also show
+// that the library stands without the planner and the table drivers. What is asserted must hold on
+// any machine, never a timing figure.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cmath>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "common/optimizers.h"
+#include "costs/calibration.h"
 #include "costs/layer_costs.h"
 #include "costs/measured_step.h"
 #include "costs/memory.h"
@@ -296,6 +300,78 @@ TEST(LayerCosts, LayerCostsOfARealModelFeedAProjection) {
   const auto p = project_step(costs, 2, 2, Checkpoint::kAlways, link_preset("pcie"));
   EXPECT_GT(p.step_ms, 0);
   EXPECT_EQ(p.balance.size(), 2u);
+}
+
+// ---- calibration ------------------------------------------------------------------------------
+
+TEST(Calibration, KeysReadBackFromTheirNames) {
+  CalibrationKey key;
+  key.microbatch = 8;
+  key.threads = 2;
+  key.K = 4;
+  key.M = 8;
+  key.replicas = 2;
+  EXPECT_EQ(key.name(), "8x2x4x8x2");  // the name the planner's caches hold
+  key.checkpoint = Checkpoint::kExceptLast;
+  EXPECT_EQ(key.name(), "8x2x4x8x2/except_last");
+  EXPECT_EQ(CalibrationKey::parse(key.name()), key);
+  EXPECT_EQ(CalibrationKey::parse("8x2x4x8x2").checkpoint, Checkpoint::kNever);
+  for (const std::string bad : {"8x2x4x8", "8x2x4x8x0", "8x2xx8x2", "8x2x4x8x-2", "8x2x4x8x2y"})
+    EXPECT_CONFIG_ERROR(CalibrationKey::parse(bad), "'" + bad + "'");
+  EXPECT_CONFIG_ERROR(CalibrationKey::parse("8x2x4x8x2/sometimes"), "sometimes");
+}
+
+TEST(Calibration, RoundsInterleaveTheirNamesAndGiveTheMedian) {
+  Calibrations book;
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<double>> values = {{"a", {1.0, 3.0, 2.0, 9.0, 9.0}},
+                                                       {"b", {1.1, 1.1, 1.1}}};
+  const auto measure = [&](const std::string& name) {
+    order.push_back(name);
+    return values[name][book.rounds(name).size()];
+  };
+  EXPECT_EQ(book.measure_in_rounds({"a", "b"}, 3, 0, 0.1, measure), 6);
+  EXPECT_EQ(order, (std::vector<std::string>{"a", "b", "a", "b", "a", "b"}));
+  EXPECT_DOUBLE_EQ(book.median("a"), 2.0);
+  EXPECT_DOUBLE_EQ(book.spread("a"), 2.0);  // 3 / 1 - 1
+  EXPECT_DOUBLE_EQ(book.spread("b"), 0.0);
+  // Rounds already held count; extra rounds measure only what is still unsettled.
+  EXPECT_EQ(book.measure_in_rounds({"a", "b"}, 3, 2, 0.1, measure), 2);
+  EXPECT_EQ(book.rounds("a").size(), 5u);
+  EXPECT_EQ(book.rounds("b").size(), 3u);
+  EXPECT_DOUBLE_EQ(book.median("a"), 3.0);
+  // JSON keeps every round, and the single number of older caches reads as one round.
+  const auto copy = Calibrations::from_json(book.to_json());
+  EXPECT_EQ(copy.rounds("a"), book.rounds("a"));
+  EXPECT_EQ(Calibrations::from_json(nlohmann::json{{"c", 1.5}}).rounds("c"),
+            (std::vector<double>{1.5}));
+  EXPECT_CONFIG_ERROR(book.median("c"), "has not been measured");
+  EXPECT_CONFIG_ERROR(book.add("a", 0), "finite and > 0");
+  EXPECT_CONFIG_ERROR(book.measure_in_rounds({"a"}, 0, 0, 0.1, measure), "got 0 and 0");
+}
+
+TEST(Calibration, AOneDeviceCalibrationMakesItsProjectionTheMeasuredStep) {
+  const auto builder = models::make_model(tiny_transformer(2));
+  const auto costs = measure_layer_costs(builder->build(), builder->sample_batch(2, 3),
+                                         builder->loss(), DeviceSpec::parse("cpu:0"), adam(),
+                                         ProfileOptions().warmup(0).iterations(1).threads(1));
+  CalibrationKey key;
+  key.microbatch = 2;
+  key.M = 2;
+  key.checkpoint = Checkpoint::kAlways;
+  const auto step =
+      measure_calibration(*builder, costs, key, adam(), CalibrationOptions().warmup(1).steps(1));
+  ASSERT_GT(step.measured_ms, 0);
+  EXPECT_NEAR(step.projected_ms,
+              project_step(costs, 1, 2, Checkpoint::kAlways, link_preset("none")).step_ms, 1e-9);
+  const auto calibrated = scaled_compute(costs, step.ratio());
+  EXPECT_NEAR(project_step(calibrated, 1, 2, Checkpoint::kAlways, link_preset("none")).step_ms,
+              step.measured_ms, 1e-6 * step.measured_ms);
+  EXPECT_EQ(calibrated.output_bytes, costs.output_bytes);  // what the links carry stays
+  key.replicas = 2;
+  EXPECT_CONFIG_ERROR(
+      measure_calibration(*builder, costs, key, adam(), CalibrationOptions().devices({"cpu:0"})),
+      "needs 2 devices, got 1");
 }
 
 }  // namespace

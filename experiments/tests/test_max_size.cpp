@@ -1,8 +1,7 @@
-// Tests of max_model_size's logic and of the measuring code: the size search,
-// max_model_size's options, and short real runs on tiny models (a calibration, a small search
-// confirmed by measurement). The formatting and normalisation tests are test_tables.cpp; measured
-// steps and layer costs, test_costs.cpp. What is asserted is what must hold on any machine, never a
-// timing figure.
+// Tests of max_model_size's logic: the size search, max_model_size's options, and a small real
+// search on a tiny model confirmed by measurement. The formatting and normalisation tests are
+// test_tables.cpp; measured steps, layer costs and memory, test_costs.cpp. What is asserted is
+// what must hold on any machine, never a timing figure.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -166,25 +165,6 @@ TEST(Workload, OptimizersResolveByNameAndModel) {
   EXPECT_CONFIG_ERROR(resolve_optimizer("lion", "transformer-l"), "unknown optimizer 'lion'");
   EXPECT_EQ(resolve_optimizer("auto", "amoebanet-d"), "rmsprop");
   EXPECT_EQ(bytes_per_parameter("adam"), 16);
-}
-
-TEST(Projection, ACalibratedOneDeviceProjectionIsTheMeasuredOneDeviceStep) {
-  const auto builder = models::make_model(tiny_transformer(2));
-  const auto costs = costs::measure_layer_costs(
-      builder->build(), builder->sample_batch(2, 3), builder->loss(), DeviceSpec::parse("cpu:0"),
-      make_optimizer("adam"), ProfileOptions().warmup(0).iterations(1).threads(1));
-  const auto calibration = calibrate_one_device(*builder, builder->sample_batch(4, 4), costs, 2,
-                                                Checkpoint::kAlways, "cpu:0", "adam", 1, 1);
-  ASSERT_GT(calibration.measured_ms, 0);
-  EXPECT_NEAR(calibration.projected_ms,
-              costs::project_step(costs, 1, 2, Checkpoint::kAlways, link_preset("none")).step_ms,
-              1e-9);
-  const auto calibrated = costs::scaled_compute(costs, calibration.ratio());
-  EXPECT_NEAR(
-      costs::project_step(calibrated, 1, 2, Checkpoint::kAlways, link_preset("none")).step_ms,
-      calibration.measured_ms, 1e-6 * calibration.measured_ms);
-  EXPECT_EQ(calibrated.output_bytes, costs.output_bytes);  // what the links carry stays
-  EXPECT_EQ(calibrated.activation_bytes, costs.activation_bytes);
 }
 
 TEST(MaxSize, ASmallRealSearchConfirmsItsAnswerByMeasurement) {

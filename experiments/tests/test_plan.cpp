@@ -152,7 +152,7 @@ TEST_F(PlanSearch, CalibrationRunsEachReplicaCountOnceAndIsCached) {
   std::filesystem::remove(path);
   // Replicas need devices of their own.
   CostBook one_device(mlp(), sgd(), "", 0, {"cpu:0"});
-  EXPECT_CONFIG_ERROR(one_device.calibration(2, 1, 1, 2, 1), "needs 2 devices, the plan has 1");
+  EXPECT_CONFIG_ERROR(one_device.calibration(2, 1, 1, 2, 1), "needs 2 devices, got 1");
 }
 
 // Calibrations measured again in rounds give their median, are kept with every round in the

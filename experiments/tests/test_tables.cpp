@@ -182,6 +182,12 @@ TEST(ScalingOptions, BadInputIsNamed) {
   EXPECT_CONFIG_ERROR(validate(options), "calibration needs at least one timed step");
   options.calibrate = false;
   EXPECT_NO_THROW(validate(options));
+  options = scaling_preset("quick");
+  options.calibration_rounds = 0;
+  EXPECT_CONFIG_ERROR(validate(options), "--calibration-rounds must be >= 1");
+  options = scaling_preset("quick");
+  options.calibration_chunks = 3;
+  EXPECT_CONFIG_ERROR(validate(options), "--calibration-chunks 3 must divide the mini-batch");
 }
 
 TEST(ScalingReport, MarkdownCsvAndJsonCarryOursAndThePapers) {
@@ -200,7 +206,9 @@ TEST(ScalingReport, MarkdownCsvAndJsonCarryOursAndThePapers) {
     result.rows.push_back(r);
   }
   normalise(result.rows, "table2", 2, 1);
-  result.checks.push_back({model, "label", 2, 1, "none", 11, 10, 0, 0, {10.0 / 11.0 - 1.0}, {1.0}});
+  result.checks.push_back({model, "label", 2, 1, "none", 11, 10, 0, 0, {10.0 / 11.0 - 1.0}});
+  result.calibrations.push_back(
+      {model, "AmoebaNet-D (6, 64)", 32, "8x1x1x32x1/always", {1.25, 1.0, 1.1}, 1.1});
   result.rows[2].comm_fraction = 0.25;
   result.command = "scaling_table --preset quick";
   result.machine = {
@@ -227,6 +235,12 @@ TEST(ScalingReport, MarkdownCsvAndJsonCarryOursAndThePapers) {
   EXPECT_EQ(markdown.find("each round"), std::string::npos) << "one round: no column";
   const auto csv = to_csv(result);
   EXPECT_NE(csv.find("table2,amoebanet-d"), std::string::npos) << csv;
+  // Each model's calibration with its rounds, median and spread.
+  EXPECT_NE(markdown.find("| AmoebaNet-D (6, 64) | 32 | 8x1x1x32x1/always | 1.250, 1.000, 1.100 | "
+                          "1.100 | 25.0% |"),
+            std::string::npos)
+      << markdown;
+  EXPECT_EQ(json["calibrations"][0]["rounds"].size(), 3u);
 
   // Several check rounds: the check is the median of the rounds' own errors, and the error of
   // the medians and every round's error are listed beside it.
