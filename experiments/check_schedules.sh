@@ -49,7 +49,7 @@ for s in schedules:
     steps = sleep["step_seconds"][1:]
     measured = 1000 * sum(steps) / len(steps)
     rows.append((s, sim["bubble_fraction"], sim["bubble_fraction"] / base_sim,
-                 max(sim["peak_inflight_per_stage"]), sim["step_time"], measured,
+                 max(sim["peak_inflight_per_device"]), sim["step_time"], measured,
                  100 * (measured / sim["step_time"] - 1), sleep["bubble_fraction"],
                  mlp["peak_activation_bytes_per_device"][0]))
     losses[s] = mlp["losses"]

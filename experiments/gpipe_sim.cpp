@@ -8,7 +8,7 @@
 // Costs are milliseconds per micro-batch: per device (each device's cost is shared evenly by its
 // v virtual stages) or per layer (--layer-costs: each device's layers under --balance are split
 // over its virtual stages; --balance-by cost cuts the layers into K*v stages). The JSON has
-// step_time (ms), bubble_fraction, peak_inflight_per_stage (per device, in micro-batches of all
+// step_time (ms), bubble_fraction, peak_inflight_per_device (per device, in micro-batches of all
 // its layers), balance, max_stage_cost and the per-device busy time; --trace writes the simulated
 // timeline as Chrome trace JSON, to compare with a measured one; --draw prints the schedule at
 // unit costs, as the schedule headers draw it.

@@ -53,7 +53,7 @@ struct Flags {
   int warmup = -1, steps = -1, profile_iterations = -1, check_rounds = 1;
   bool calibrate = true;
   int calibration_rounds = 3;
-  int64_t calibration_chunks = 0;
+  std::string calibration_chunks_text;
 };
 
 // What to make: the preset, its tables, models, K, M and N, and the tables' links (with
@@ -137,11 +137,10 @@ void add_run_flags(CLI::App& app, Flags& flags) {
                  "models'; the median counts")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
-  app.add_option("--calibration-chunks", flags.calibration_chunks,
-                 "the M of the calibration step, which must divide every model's N (0: each "
-                 "model's largest M)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--calibration-chunks", flags.calibration_chunks_text,
+                 "the Ms to calibrate each model at, each dividing every model's N; a row takes "
+                 "the calibration of the nearest (default: each model's largest M)")
+      ->check(cli::int_list(1, 1 << 20));
 }
 
 // Where the report goes, and how much is logged.
@@ -213,7 +212,9 @@ tables::ScalingOptions scaling_options(const Flags& flags) {
   options.check_rounds = flags.check_rounds;
   options.calibrate = flags.calibrate;
   options.calibration_rounds = flags.calibration_rounds;
-  options.calibration_chunks = flags.calibration_chunks;
+  if (!flags.calibration_chunks_text.empty())
+    options.calibration_chunks =
+        cli::parse_ints(flags.calibration_chunks_text, "--calibration-chunks");
   if (flags.profile_iterations >= 0) options.profile.iterations(flags.profile_iterations);
   options.tables = select_tables(flags, options.tables);
   return options;

@@ -172,6 +172,39 @@ Context::Context(const Env& env, ContextOptions options) : env_(env), options_(o
               " stages: the world must be K stages x R replicas (e.g. WORLD_SIZE=", 2 * K,
               " for R=2)");
   GPIPE_CHECK(options_.timeout().count() > 0, ConfigError, "the communication timeout must be > 0");
+  connect_store();
+  register_rank();
+  watchdog_ = std::thread([this] { watch(); });
+  try {
+    make_groups();
+  } catch (const Error&) {
+    stopping_ = true;
+    watchdog_.join();
+    throw;
+  } catch (const std::exception& e) {
+    stopping_ = true;
+    watchdog_.join();
+    // A peer that stopped on purpose said why in the store; that is the better message.
+    std::string why;
+    try {
+      if (store_->check({kAbortKey})) why = bytes_to_string(store_->get(kAbortKey));
+    } catch (const std::exception&) {
+    }
+    if (why.empty()) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      why = abort_reason_;
+    }
+    throw DistributedError(
+        why.empty() ? c10::str("rank ", env_.rank,
+                               " could not connect its process groups: ", error_message(e))
+                    : why,
+        -1);
+  }
+  spdlog::debug("rank {}: stage {} of {}, replica {} of {}", env_.rank, stage(), K, replica(),
+                replicas());
+}
+
+void Context::connect_store() {
   auto connect = [&](bool server) {
     c10d::TCPStoreOptions store_options;
     store_options.port = static_cast<uint16_t>(env_.master_port);
@@ -199,60 +232,33 @@ Context::Context(const Env& env, ContextOptions options) : env_(env), options_(o
                  what.substr(0, 300)),
         0);
   }
-  register_rank();
-  watchdog_ = std::thread([this] { watch(); });
-  try {
-    const auto& m = env_.master_addr;
-    world_ = make_gloo(store_, "gpipe/world", env_.rank, env_.world_size, options_.timeout(), m);
-    // One group per (prefix, position): NCCL where asked for, else Gloo.
-    auto make_group = [&](const std::string& prefix, int64_t rank,
-                          int64_t size) -> c10::intrusive_ptr<c10d::ProcessGroup> {
-      if (options_.nccl()) {
+}
+
+c10::intrusive_ptr<c10d::ProcessGroup> Context::make_group(const std::string& prefix, int64_t rank,
+                                                           int64_t size) {
+  if (options_.nccl()) {
 #if defined(GPIPE_WITH_CUDA) && defined(USE_C10D_NCCL)
-        auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
-        nccl_options->timeout = options_.timeout();
-        auto prefixed = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
-        const int r = static_cast<int>(rank), n = static_cast<int>(size);
-        return as_process_group(
-            c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, r, n, nccl_options), prefixed, r,
-            n);
+    auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+    nccl_options->timeout = options_.timeout();
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
+    const int r = static_cast<int>(rank), n = static_cast<int>(size);
+    return as_process_group(
+        c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, r, n, nccl_options), prefixed, r, n);
 #else
-        throw ConfigError("NCCL was asked for, but this build has no CUDA/NCCL LibTorch");
+    throw ConfigError("NCCL was asked for, but this build has no CUDA/NCCL LibTorch");
 #endif
-      }
-      return make_gloo(store_, prefix, static_cast<int>(rank), static_cast<int>(size),
-                       options_.timeout(), m);
-    };
-    pipeline_ = make_group(c10::str("gpipe/pp/", replica()), stage(), K);
-    data_parallel_ = make_group(c10::str("gpipe/dp/", stage()), replica(), replicas());
-    if (options_.sync_batchnorm()) {
-      statistics_ = make_group(c10::str("gpipe/bn/", stage()), replica(), replicas());
-    }
-  } catch (const Error&) {
-    stopping_ = true;
-    watchdog_.join();
-    throw;
-  } catch (const std::exception& e) {
-    stopping_ = true;
-    watchdog_.join();
-    // A peer that stopped on purpose said why in the store; that is the better message.
-    std::string why;
-    try {
-      if (store_->check({kAbortKey})) why = bytes_to_string(store_->get(kAbortKey));
-    } catch (const std::exception&) {
-    }
-    if (why.empty()) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      why = abort_reason_;
-    }
-    throw DistributedError(
-        why.empty() ? c10::str("rank ", env_.rank,
-                               " could not connect its process groups: ", error_message(e))
-                    : why,
-        -1);
   }
-  spdlog::debug("rank {}: stage {} of {}, replica {} of {}", env_.rank, stage(), K, replica(),
-                replicas());
+  return make_gloo(store_, prefix, static_cast<int>(rank), static_cast<int>(size),
+                   options_.timeout(), env_.master_addr);
+}
+
+void Context::make_groups() {
+  world_ = make_gloo(store_, "gpipe/world", env_.rank, env_.world_size, options_.timeout(),
+                     env_.master_addr);
+  pipeline_ = make_group(c10::str("gpipe/pp/", replica()), stage(), options_.stages());
+  data_parallel_ = make_group(c10::str("gpipe/dp/", stage()), replica(), replicas());
+  if (options_.sync_batchnorm())
+    statistics_ = make_group(c10::str("gpipe/bn/", stage()), replica(), replicas());
 }
 
 Context::~Context() {

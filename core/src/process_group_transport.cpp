@@ -4,6 +4,9 @@
 // rank and sizes of each) followed by the tensors, received ahead by one thread per peer.
 #include <spdlog/spdlog.h>
 
+#include <optional>
+#include <vector>
+
 #include "gpipe/distributed.h"
 #include "gpipe/fault_injection.h"
 
@@ -11,6 +14,42 @@ namespace gpipe::distributed {
 namespace {
 
 constexpr int64_t kHeaderSize = 256;  // int64 words: count, then (defined, dtype, ndim, dims...)
+
+// One tensor of a message as its header describes it.
+struct TensorSpec {
+  c10::ScalarType dtype;
+  std::vector<int64_t> sizes;
+};
+
+// The tensors a message header announces (nullopt: an undefined tensor). Every field is checked
+// before use: a corrupt header ends the step naming `sender`.
+std::vector<std::optional<TensorSpec>> parse_header(const int64_t* h, const std::string& sender) {
+  auto corrupt = [&](const char* what) {
+    return c10::str("corrupt message header from ", sender, ": ", what);
+  };
+  int64_t at = 0;
+  const int64_t count = h[at++];
+  GPIPE_CHECK(count >= 0 && count < kHeaderSize, Error, "corrupt message header from ", sender);
+  std::vector<std::optional<TensorSpec>> specs;
+  for (int64_t i = 0; i < count; ++i) {
+    GPIPE_CHECK(at + 3 <= kHeaderSize, Error, corrupt("more tensors than the header holds"));
+    if (h[at++] == 0) {
+      specs.emplace_back();
+      continue;
+    }
+    const int64_t type = h[at++];
+    GPIPE_CHECK(type >= 0 && type < static_cast<int64_t>(c10::ScalarType::NumOptions), Error,
+                corrupt("unknown dtype"));
+    const int64_t dims = h[at++];
+    GPIPE_CHECK(dims >= 0 && at + dims <= kHeaderSize, Error, corrupt("bad dimension count"));
+    std::vector<int64_t> sizes(h + at, h + at + dims);
+    for (int64_t d : sizes)
+      GPIPE_CHECK(d >= 0, Error, corrupt("negative size"));
+    at += dims;
+    specs.push_back(TensorSpec{static_cast<c10::ScalarType>(type), std::move(sizes)});
+  }
+  return specs;
+}
 
 }  // namespace
 
@@ -46,27 +85,22 @@ int ProcessGroupTransport::tag(int64_t step, int64_t sequence, int piece) {
   return static_cast<int>(((step & 0xFF) << 22) | (sequence << 8) | piece);
 }
 
-ProcessGroupTransport::Address ProcessGroupTransport::address(const MessageKey& key) {
-  return {key.from_stage, key.to_stage, key.step, key.microbatch, static_cast<int>(key.direction)};
-}
-
 void ProcessGroupTransport::send(int64_t from, int64_t to, const MessageKey& key,
                                  Activations tensors) {
+  if (from == to) {
+    mailbox_.put(key, std::move(tensors));
+    return;
+  }
   int64_t sequence = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (from == to) {
-      mailbox_[address(key)] = std::move(tensors);
-      cv_.notify_all();
-      return;
-    }
-    auto it = send_sequence_.find(address(key));
+    auto it = send_sequence_.find(key);
     GPIPE_CHECK(it != send_sequence_.end(), ConfigError, "stage ", key.from_stage,
                 " sends micro-batch ", key.microbatch, " to stage ", key.to_stage,
                 ", which this step's schedule does not list");
     sequence = it->second;
     if (key.direction == Direction::kForward) {
-      auto& shapes = sent_shapes_[address(key)];
+      auto& shapes = sent_shapes_[key];
       shapes.clear();
       for (const auto& t : tensors)
         shapes.push_back(t.defined() ? t.sizes().vec() : std::vector<int64_t>{});
@@ -159,50 +193,30 @@ Activations ProcessGroupTransport::receive_message(int64_t peer, const MessageKe
   };
   std::vector<at::Tensor> header{torch::empty({kHeaderSize}, torch::kLong)};
   wait(header, 0);
-  const auto* h = header[0].data_ptr<int64_t>();
-  int64_t at = 0;
-  const int64_t count = h[at++];
-  GPIPE_CHECK(count >= 0 && count < kHeaderSize, Error, "corrupt message header from ",
-              context_.describe(global));
-  Activations out;
-  int piece = 1;
-  // Every field is checked before use: a corrupt header ends the step naming the sender.
-  auto corrupt = [&](const char* what) {
-    return c10::str("corrupt message header from ", context_.describe(global), ": ", what);
-  };
+  const auto specs = parse_header(header[0].data_ptr<int64_t>(), context_.describe(global));
   // Gradients must have the shapes of the activations this rank sent forward for them.
-  const std::vector<std::vector<int64_t>>* expected = nullptr;
   if (key.direction == Direction::kBackward) {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = sent_shapes_.find(address(
-        MessageKey{key.step, key.to_stage, key.from_stage, key.microbatch, Direction::kForward}));
-    if (it != sent_shapes_.end()) expected = &it->second;
+    auto it = sent_shapes_.find(
+        MessageKey{key.step, key.to_stage, key.from_stage, key.microbatch, Direction::kForward});
+    for (size_t i = 0; it != sent_shapes_.end() && i < specs.size() && i < it->second.size(); ++i) {
+      const auto& expected = it->second[i];
+      if (!specs[i] || expected.empty()) continue;
+      GPIPE_CHECK(specs[i]->sizes == expected, Error, context_.describe(global), " sent stage ",
+                  key.to_stage, " a gradient of shape ", c10::IntArrayRef(specs[i]->sizes),
+                  " for output ", i, " of micro-batch ", key.microbatch, " of step ", key.step,
+                  ", whose activations had shape ", c10::IntArrayRef(expected));
+    }
   }
-  auto check_shape = [&](size_t i, const std::vector<int64_t>& sizes) {
-    if (expected == nullptr || i >= expected->size() || (*expected)[i].empty()) return;
-    GPIPE_CHECK(sizes == (*expected)[i], Error, context_.describe(global), " sent stage ",
-                key.to_stage, " a gradient of shape ", c10::IntArrayRef(sizes), " for output ", i,
-                " of micro-batch ", key.microbatch, " of step ", key.step,
-                ", whose activations had shape ", c10::IntArrayRef((*expected)[i]));
-  };
-  for (int64_t i = 0; i < count; ++i) {
-    GPIPE_CHECK(at + 3 <= kHeaderSize, Error, corrupt("more tensors than the header holds"));
-    if (h[at++] == 0) {
+  Activations out;
+  int piece = 1;
+  for (const auto& spec : specs) {
+    if (!spec) {
       out.emplace_back();
       continue;
     }
-    const int64_t type = h[at++];
-    GPIPE_CHECK(type >= 0 && type < static_cast<int64_t>(c10::ScalarType::NumOptions), Error,
-                corrupt("unknown dtype"));
-    const auto dtype = static_cast<c10::ScalarType>(type);
-    const int64_t dims = h[at++];
-    GPIPE_CHECK(dims >= 0 && at + dims <= kHeaderSize, Error, corrupt("bad dimension count"));
-    std::vector<int64_t> sizes(h + at, h + at + dims);
-    for (int64_t d : sizes)
-      GPIPE_CHECK(d >= 0, Error, corrupt("negative size"));
-    check_shape(static_cast<size_t>(i), sizes);
-    at += dims;
-    std::vector<at::Tensor> data{torch::empty(sizes, torch::TensorOptions().dtype(dtype))};
+    std::vector<at::Tensor> data{
+        torch::empty(spec->sizes, torch::TensorOptions().dtype(spec->dtype))};
     wait(data, piece++);
     out.push_back(data[0]);
   }
@@ -227,7 +241,7 @@ void ProcessGroupTransport::begin_step(int64_t device, const Schedule& schedule,
         const MessageKey key{step, a.stage, a.peer, a.microbatch,
                              forward ? Direction::kForward : Direction::kBackward};
         if (outgoing) {
-          send_sequence_[address(key)] = sequence++;
+          send_sequence_[key] = sequence++;
           continue;
         }
         auto& receiver = receivers_[peer];
@@ -253,34 +267,30 @@ void ProcessGroupTransport::start_receiver(int64_t peer, std::unique_ptr<Receive
         r->queue.pop_front();
       }
       try {
-        auto message = receive_message(peer, next.first, next.second);
-        std::lock_guard<std::mutex> guard(mutex_);
-        mailbox_[address(next.first)] = std::move(message);
+        mailbox_.put(next.first, receive_message(peer, next.first, next.second));
       } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> guard(mutex_);
-        if (error_.empty()) error_ = error_message(e);
+        {
+          std::lock_guard<std::mutex> guard(mutex_);
+          if (error_.empty()) error_ = error_message(e);
+        }
+        mailbox_.notify();  // the waiting receives see the error now, not at their next poll
       }
-      cv_.notify_all();
     }
   });
 }
 
 Activations ProcessGroupTransport::recv(int64_t from, int64_t /*to*/, const MessageKey& key) {
-  const auto where = address(key);
-  std::unique_lock<std::mutex> lock(mutex_);
-  while (true) {
-    if (auto it = mailbox_.find(where); it != mailbox_.end()) {
-      auto message = std::move(it->second);
-      mailbox_.erase(it);
-      return message;
+  // While waiting: a receiver's failure, or another process's announced by the context.
+  return mailbox_.take(key, [&] {
+    std::string error;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      error = error_;
     }
-    if (!error_.empty()) throw DistributedError(error_, context_.global_rank(from));
+    if (!error.empty()) throw DistributedError(error, context_.global_rank(from));
     std::string why;
-    if (aborted_ || context_.aborted(&why)) {
-      throw AbortedError(why.empty() ? "the step was aborted" : why);
-    }
-    cv_.wait_for(lock, std::chrono::milliseconds(100));
-  }
+    if (context_.aborted(&why)) throw AbortedError(why.empty() ? "the step was aborted" : why);
+  });
 }
 
 void ProcessGroupTransport::end_step(int64_t device) {
@@ -301,18 +311,12 @@ void ProcessGroupTransport::end_step(int64_t device) {
 }
 
 void ProcessGroupTransport::abort(const std::string& reason) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    aborted_ = true;
-  }
-  cv_.notify_all();
+  mailbox_.abort(reason);
   context_.announce_failure(reason);
 }
 
 void ProcessGroupTransport::reset() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  mailbox_.clear();
-  aborted_ = false;
+  mailbox_.reset();
 }
 
 }  // namespace gpipe::distributed

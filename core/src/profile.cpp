@@ -65,6 +65,98 @@ bool settled(std::initializer_list<std::vector<double>> series, double settle) {
   return true;
 }
 
+// A kept forward (autograd), its backward and its deferred weight gradients, timed, with the
+// bytes the forward kept and the backward's workspace above them, as the memory meter saw them.
+struct KeptRun {
+  double forward_ms = 0, backward_ms = 0, weight_ms = 0;
+  int64_t activation_bytes = 0, backward_bytes = 0;
+  Activations output;
+};
+
+KeptRun kept_run(Layer& layer, const Activations& input, size_t index, const DeviceSpec& device) {
+  KeptRun out;
+  const int64_t before = memory::stats(device).current_bytes;
+  WeightGradQueue weight_grads;
+  weight_grads.set_deferring(true);
+  LayerContext context;
+  context.layer = static_cast<int64_t>(index);
+  context.weight_grad_token = weight_grads.token();
+  LayerContextGuard guard(&context);
+  auto start = std::chrono::steady_clock::now();
+  out.output = layer.forward(input);
+  if (device.is_cuda()) torch::cuda::synchronize();
+  out.forward_ms = elapsed_ms(start);
+  const memory::PeakWindow backward_window(device);
+  const int64_t after_forward = backward_window.start_bytes();
+  start = std::chrono::steady_clock::now();
+  backward_all(out.output);
+  if (device.is_cuda()) torch::cuda::synchronize();
+  out.backward_ms = elapsed_ms(start);
+  const bool deferred = !weight_grads.empty();
+  start = std::chrono::steady_clock::now();
+  weight_grads.run();
+  if (device.is_cuda()) torch::cuda::synchronize();
+  out.weight_ms = deferred ? elapsed_ms(start) : 0.0;
+  out.activation_bytes = after_forward - before;
+  out.backward_bytes = backward_window.peak_bytes() - after_forward;
+  return out;
+}
+
+// Profiles layer `index` on its input `x` (profile_layers, on the device's worker); replaces `x`
+// with the layer's output, detached, for the next layer.
+LayerProfile profile_layer(Layer& layer, Activations& x, size_t index, const DeviceSpec& device,
+                           const ProfileOptions& options) {
+  const auto torch_device = device.torch_device();
+  LayerProfile profile;
+  if (device.is_cuda()) layer.to(torch_device);
+  for (const auto& p : layer.parameters())
+    profile.parameter_bytes += static_cast<int64_t>(p.numel() * p.element_size());
+  std::vector<double> forward, no_grad_forward, recompute, backward, weight;
+  const bool replays_differently = gathers_statistics(layer);
+  Activations output;
+  for (int run = 0; run < options.warmup() + options.iterations(); ++run) {
+    if (settled({forward, no_grad_forward, recompute, backward, weight}, options.settle())) break;
+    output.clear();  // the previous run's output must not be counted against this one
+    const auto input = detach_for_stage(x, torch_device, /*requires_grad=*/index > 0);
+    // The forward three ways, as the executor runs it: a checkpointed F (no autograd), its R
+    // (autograd; BatchNorm does not gather statistics again) and a kept F (autograd). The first
+    // two only in timed runs: the kept F warms the layer up for all three. A layer that gathers
+    // no statistics replays its kept F exactly: its R is not timed apart.
+    const bool timed = run >= options.warmup();
+    const double n =
+        timed ? timed_forward(layer, input, index, device, /*grad=*/false, /*replay=*/false) : 0;
+    const double r = timed && replays_differently ? timed_forward(layer, input, index, device,
+                                                                  /*grad=*/true, /*replay=*/true)
+                                                  : 0;
+    auto kept = kept_run(layer, input, index, device);
+    output = std::move(kept.output);
+    if (!timed) continue;
+    forward.push_back(kept.forward_ms);
+    no_grad_forward.push_back(n);
+    recompute.push_back(replays_differently ? r : kept.forward_ms);
+    backward.push_back(kept.backward_ms + kept.weight_ms);
+    weight.push_back(kept.weight_ms);
+    profile.activation_bytes = std::max(profile.activation_bytes, kept.activation_bytes);
+    profile.backward_bytes = std::max(profile.backward_bytes, kept.backward_bytes);
+  }
+  for (auto& p : layer.parameters())
+    p.mutable_grad().reset();
+  profile.forward_ms = median(forward);
+  profile.no_grad_forward_ms = median(no_grad_forward);
+  profile.recompute_ms = median(recompute);
+  profile.backward_ms = median(backward);
+  profile.weight_ms = median(weight);
+  x.clear();
+  for (const auto& t : output)
+    x.push_back(t.defined() ? t.detach() : t);
+  // The profile's forwards are no training step: drop what they gathered (BatchNorm's
+  // statistics), so a trainer that balances by time starts from untouched layers.
+  for (const auto& module : layer.modules(/*include_self=*/true)) {
+    if (auto* observer = dynamic_cast<StepObserver*>(module.get())) observer->on_step_abort();
+  }
+  return profile;
+}
+
 }  // namespace
 
 std::vector<LayerProfile> profile_layers(const LayerList& layers, const Activations& sample,
@@ -77,85 +169,9 @@ std::vector<LayerProfile> profile_layers(const LayerList& layers, const Activati
   DeviceWorker worker(device, options.threads());
   std::vector<LayerProfile> profiles(layers.size());
   worker.run([&] {
-    const auto torch_device = device.torch_device();
-    Activations x = to_device(sample, torch_device);
-    for (size_t i = 0; i < layers.size(); ++i) {
-      auto& layer = *layers[i];
-      auto& profile = profiles[i];
-      const bool was_cuda_moved = device.is_cuda();
-      if (was_cuda_moved) layer.to(torch_device);
-      for (const auto& p : layer.parameters()) {
-        profile.parameter_bytes += static_cast<int64_t>(p.numel() * p.element_size());
-      }
-      std::vector<double> forward, no_grad_forward, recompute, backward, weight;
-      const bool replays_differently = gathers_statistics(layer);
-      Activations output;
-      for (int run = 0; run < options.warmup() + options.iterations(); ++run) {
-        if (settled({forward, no_grad_forward, recompute, backward, weight}, options.settle())) {
-          break;
-        }
-        output.clear();  // the previous run's output must not be counted against this one
-        const auto input = detach_for_stage(x, torch_device, /*requires_grad=*/i > 0);
-        // The forward three ways, as the executor runs it: a checkpointed F (no autograd), its
-        // R (autograd; BatchNorm does not gather statistics again) and a kept F (autograd). The
-        // first two only in timed runs: the kept F warms the layer up for all three. A layer that
-        // gathers no statistics replays its kept F exactly: its R is not timed apart.
-        const bool timed = run >= options.warmup();
-        const double n =
-            timed ? timed_forward(layer, input, i, device, /*grad=*/false, /*replay=*/false) : 0;
-        const double r =
-            timed && replays_differently
-                ? timed_forward(layer, input, i, device, /*grad=*/true, /*replay=*/true)
-                : 0;
-        const int64_t before = memory::stats(device).current_bytes;
-        WeightGradQueue weight_grads;
-        weight_grads.set_deferring(true);
-        LayerContext context;
-        context.layer = static_cast<int64_t>(i);
-        context.weight_grad_token = weight_grads.token();
-        LayerContextGuard guard(&context);
-        auto start = std::chrono::steady_clock::now();
-        output = layer.forward(input);
-        if (device.is_cuda()) torch::cuda::synchronize();
-        const double f = elapsed_ms(start);
-        const memory::PeakWindow backward_window(device);
-        const int64_t after_forward = backward_window.start_bytes();
-        start = std::chrono::steady_clock::now();
-        backward_all(output);
-        if (device.is_cuda()) torch::cuda::synchronize();
-        const double b = elapsed_ms(start);
-        const bool deferred = !weight_grads.empty();
-        start = std::chrono::steady_clock::now();
-        weight_grads.run();
-        if (device.is_cuda()) torch::cuda::synchronize();
-        const double w = deferred ? elapsed_ms(start) : 0.0;
-        if (timed) {
-          forward.push_back(f);
-          no_grad_forward.push_back(n);
-          recompute.push_back(replays_differently ? r : f);
-          backward.push_back(b + w);
-          weight.push_back(w);
-          profile.activation_bytes = std::max(profile.activation_bytes, after_forward - before);
-          profile.backward_bytes =
-              std::max(profile.backward_bytes, backward_window.peak_bytes() - after_forward);
-        }
-      }
-      for (auto& p : layer.parameters())
-        p.mutable_grad().reset();
-      profile.forward_ms = median(forward);
-      profile.no_grad_forward_ms = median(no_grad_forward);
-      profile.recompute_ms = median(recompute);
-      profile.backward_ms = median(backward);
-      profile.weight_ms = median(weight);
-      x.clear();
-      for (const auto& t : output)
-        x.push_back(t.defined() ? t.detach() : t);
-      // The profile's forwards are no training step: drop what they gathered (BatchNorm's
-      // statistics), so a trainer that balances by time starts from untouched layers.
-      for (const auto& module : layer.modules(/*include_self=*/true)) {
-        if (auto* observer = dynamic_cast<StepObserver*>(module.get())) observer->on_step_abort();
-      }
-    }
+    Activations x = to_device(sample, device.torch_device());
+    for (size_t i = 0; i < layers.size(); ++i)
+      profiles[i] = profile_layer(*layers[i], x, i, device, options);
   });
   return profiles;
 }

@@ -4,108 +4,152 @@
 // times, and a deferred W is only worth running where it fits before the next input arrives.
 // Simulating the step at unit costs and recording what each device ran is the simplest exact
 // statement of that rule; the result is a fixed list like any other schedule's.
+#include <algorithm>
 #include <deque>
 #include <limits>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "gpipe/errors.h"
 #include "gpipe/schedule.h"
 
 namespace gpipe {
+namespace {
 
-std::vector<std::vector<Action>> zbv_actions(int64_t K, int64_t M) {
-  const int64_t S = 2 * K;
-  const int64_t limit = 2 * K;  // half-stage micro-batches a device may hold: 1F1B's peak
-  constexpr int64_t kNone = -1;
-  std::vector<std::vector<int64_t>> f_end(S, std::vector<int64_t>(M, kNone));
-  std::vector<std::vector<int64_t>> b_end(S, std::vector<int64_t>(M, kNone));
-  std::vector<int64_t> next_f(S, 0), next_b(S, 0), clock(K, 0), held(K, 0);
-  std::vector<std::deque<std::pair<int64_t, int64_t>>> owed_w(K);
-  std::vector<std::vector<Action>> actions(K);
-  auto emit = [&](int64_t d, ActionKind kind, int64_t s, int64_t m) {
-    actions[d].push_back(Action{kind, s, m});
-    clock[d] += 1;
-  };
-  auto run_w = [&](int64_t d) {
-    const auto [s, m] = owed_w[d].front();
-    owed_w[d].pop_front();
+constexpr int64_t kNone = -1;
+
+// A device's candidate next action: when it could start and how it ranks (earliest start, then
+// B before F before a forced W, then the lower micro-batch, then the later stage).
+struct Pick {
+  int64_t ready = 0, start = 0, priority = 0, m = 0, neg_stage = 0, stage = -1;
+  bool backward = false;
+  bool better_than(const Pick& o) const {
+    return std::tie(start, priority, m, neg_stage) <
+           std::tie(o.start, o.priority, o.m, o.neg_stage);
+  }
+};
+
+// The list scheduler's state at unit costs: when each (stage, micro-batch)'s F and B ended, each
+// device's clock, the half-stage micro-batches it holds and the W's it still owes.
+class ZbvScheduler {
+ public:
+  ZbvScheduler(int64_t K, int64_t M)
+      : K_(K),
+        M_(M),
+        S_(2 * K),
+        limit_(2 * K),
+        f_end_(S_, std::vector<int64_t>(M, kNone)),
+        b_end_(S_, std::vector<int64_t>(M, kNone)),
+        next_f_(S_, 0),
+        next_b_(S_, 0),
+        clock_(K, 0),
+        held_(K, 0),
+        owed_w_(K),
+        actions_(K) {}
+
+  std::vector<std::vector<Action>> run() {
+    for (int64_t remaining = 2 * S_ * M_; remaining > 0;) {  // F and B of every (stage, m)
+      int64_t best_device = -1;
+      Pick best;
+      bool forced_w = false;
+      for (int64_t d = 0; d < K_; ++d) {
+        Pick pick = best_of(d);
+        // Memory blocks every forward and no backward is ready: a W must run first.
+        const bool must_w = pick.stage < 0 && !owed_w_[d].empty() && held_[d] >= limit_;
+        if (must_w) pick = Pick{clock_[d], clock_[d], 2, 0, 0, -1, false};
+        if (pick.stage < 0 && !must_w) continue;
+        if (best_device < 0 ||
+            std::tie(pick.start, pick.priority) < std::tie(best.start, best.priority)) {
+          best = pick;
+          best_device = d;
+          forced_w = must_w;
+        }
+      }
+      GPIPE_CHECK(best_device >= 0, Error, "zbv could not schedule K=", K_, " M=", M_,
+                  ": every device waits (a bug in the list scheduler)");
+      if (forced_w) {
+        run_w(best_device);
+      } else {
+        run_pick(best_device, best);
+        --remaining;
+      }
+    }
+    for (int64_t d = 0; d < K_; ++d) {
+      while (!owed_w_[d].empty())
+        run_w(d);
+    }
+    return actions_;
+  }
+
+ private:
+  // Device d's best ready F or B over its two half-stages (stage < 0: none is ready).
+  Pick best_of(int64_t d) const {
+    Pick pick;
+    for (int64_t s : {d, S_ - 1 - d}) {
+      const int64_t mb = next_b_[s];
+      if (mb < M_ && f_end_[s][mb] != kNone) {
+        const int64_t ready = s == S_ - 1 ? f_end_[s][mb] : b_end_[s + 1][mb];
+        if (ready != kNone) {
+          Pick c{ready, std::max(ready, clock_[d]), 0, mb, -s, s, true};
+          if (pick.stage < 0 || c.better_than(pick)) pick = c;
+        }
+      }
+      const int64_t mf = next_f_[s];
+      if (mf < M_ && held_[d] < limit_) {
+        const int64_t ready = s == 0 ? 0 : f_end_[s - 1][mf];
+        if (ready != kNone) {
+          Pick c{ready, std::max(ready, clock_[d]), 1, mf, -s, s, false};
+          if (pick.stage < 0 || c.better_than(pick)) pick = c;
+        }
+      }
+    }
+    return pick;
+  }
+
+  void emit(int64_t d, ActionKind kind, int64_t s, int64_t m) {
+    actions_[d].push_back(Action{kind, s, m});
+    clock_[d] += 1;
+  }
+
+  void run_w(int64_t d) {
+    const auto [s, m] = owed_w_[d].front();
+    owed_w_[d].pop_front();
     emit(d, ActionKind::kWeight, s, m);
-    --held[d];
-  };
+    --held_[d];
+  }
 
-  struct Pick {
-    int64_t ready = 0, start = 0, priority = 0, m = 0, neg_stage = 0, stage = -1;
-    bool backward = false;
-    bool better_than(const Pick& o) const {
-      return std::tie(start, priority, m, neg_stage) <
-             std::tie(o.start, o.priority, o.m, o.neg_stage);
-    }
-  };
-  int64_t remaining = 2 * S * M;  // F and B of every (stage, micro-batch)
-  while (remaining > 0) {
-    int64_t best_device = -1;
-    Pick best;
-    bool forced_w = false;
-    for (int64_t d = 0; d < K; ++d) {
-      Pick pick;
-      for (int64_t s : {d, S - 1 - d}) {
-        const int64_t mb = next_b[s];
-        if (mb < M && f_end[s][mb] != kNone) {
-          const int64_t ready = s == S - 1 ? f_end[s][mb] : b_end[s + 1][mb];
-          if (ready != kNone) {
-            Pick c{ready, std::max(ready, clock[d]), 0, mb, -s, s, true};
-            if (pick.stage < 0 || c.better_than(pick)) pick = c;
-          }
-        }
-        const int64_t mf = next_f[s];
-        if (mf < M && held[d] < limit) {
-          const int64_t ready = s == 0 ? 0 : f_end[s - 1][mf];
-          if (ready != kNone) {
-            Pick c{ready, std::max(ready, clock[d]), 1, mf, -s, s, false};
-            if (pick.stage < 0 || c.better_than(pick)) pick = c;
-          }
-        }
-      }
-      const bool must_w = pick.stage < 0 && !owed_w[d].empty() && held[d] >= limit;
-      // Memory blocks every forward and no backward is ready: a W must run first.
-      if (must_w) pick = Pick{clock[d], clock[d], 2, 0, 0, -1, false};
-      if (pick.stage < 0 && !must_w) continue;
-      if (best_device < 0 ||
-          std::tie(pick.start, pick.priority) < std::tie(best.start, best.priority)) {
-        best = pick;
-        best_device = d;
-        forced_w = must_w;
-      }
-    }
-    GPIPE_CHECK(best_device >= 0, Error, "zbv could not schedule K=", K, " M=", M,
-                ": every device waits (a bug in the list scheduler)");
-    const int64_t d = best_device;
-    if (forced_w) {
-      run_w(d);
-      continue;
-    }
+  void run_pick(int64_t d, const Pick& pick) {
     // Deferred W's that end before the input arrives delay nothing.
-    while (!owed_w[d].empty() && clock[d] + 1 <= best.ready)
+    while (!owed_w_[d].empty() && clock_[d] + 1 <= pick.ready)
       run_w(d);
-    clock[d] = std::max(clock[d], best.ready);
-    const int64_t s = best.stage, m = best.m;
-    if (best.backward) {
+    clock_[d] = std::max(clock_[d], pick.ready);
+    const int64_t s = pick.stage, m = pick.m;
+    if (pick.backward) {
       emit(d, ActionKind::kBackward, s, m);
-      b_end[s][m] = clock[d];
-      ++next_b[s];
-      owed_w[d].emplace_back(s, m);
+      b_end_[s][m] = clock_[d];
+      ++next_b_[s];
+      owed_w_[d].emplace_back(s, m);
     } else {
       emit(d, ActionKind::kForward, s, m);
-      f_end[s][m] = clock[d];
-      ++next_f[s];
-      ++held[d];
+      f_end_[s][m] = clock_[d];
+      ++next_f_[s];
+      ++held_[d];
     }
-    --remaining;
   }
-  for (int64_t d = 0; d < K; ++d) {
-    while (!owed_w[d].empty())
-      run_w(d);
-  }
-  return actions;
+
+  const int64_t K_, M_, S_;
+  const int64_t limit_;  // half-stage micro-batches a device may hold: 1F1B's peak
+  std::vector<std::vector<int64_t>> f_end_, b_end_;
+  std::vector<int64_t> next_f_, next_b_, clock_, held_;
+  std::vector<std::deque<std::pair<int64_t, int64_t>>> owed_w_;
+  std::vector<std::vector<Action>> actions_;
+};
+
+}  // namespace
+
+std::vector<std::vector<Action>> zbv_actions(int64_t K, int64_t M) {
+  return ZbvScheduler(K, M).run();
 }
 
 }  // namespace gpipe

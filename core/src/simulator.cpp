@@ -24,15 +24,8 @@ void check_costs(const std::vector<double>& costs, int64_t stages, const char* w
   }
 }
 
-}  // namespace
-
-SimulationResult simulate(const Schedule& input, const SimulationCosts& costs,
-                          Checkpoint checkpoint) {
-  const Schedule schedule = input.lowered ? input : lower(input, checkpoint);
-  if (input.lowered) validate_schedule(schedule);
-  const int64_t K = schedule.devices;
-  const int64_t S = schedule.num_stages();
-  const int64_t M = schedule.microbatches;
+// Throws ConfigError for costs that do not fit a schedule of S (virtual) stages.
+void check_simulation_costs(const SimulationCosts& costs, int64_t S) {
   check_costs(costs.forward, S, "forward", false);
   check_costs(costs.backward, S, "backward", false);
   check_costs(costs.recompute, S, "recompute", true);
@@ -48,17 +41,44 @@ SimulationResult simulate(const Schedule& input, const SimulationCosts& costs,
                   static_cast<int64_t>(costs.link.boundary_bytes.size()) == S - 1,
               ConfigError, "boundary bytes list ", costs.link.boundary_bytes.size(), " values but ",
               S, " stages have ", S - 1, " boundaries");
-  const auto& recompute = costs.recompute.empty() ? costs.forward : costs.recompute;
-  const auto& no_grad_forward =
+}
+
+// What each kind of action costs on each stage, with the defaults filled in: a recompute or a
+// checkpointed forward not priced is the forward; W is its own cost or the weight fraction of
+// the backward, and B is the rest when the schedule splits the backward, all of it otherwise.
+struct ActionCosts {
+  std::vector<double> forward, no_grad_forward, recompute, input_grad, weight;
+};
+
+ActionCosts action_costs(const SimulationCosts& costs, int64_t S, bool split) {
+  ActionCosts out;
+  out.forward = costs.forward;
+  out.recompute = costs.recompute.empty() ? costs.forward : costs.recompute;
+  out.no_grad_forward =
       costs.checkpointed_forward.empty() ? costs.forward : costs.checkpointed_forward;
-  const bool split = schedule.splits_backward();
-  std::vector<double> weight(S), input_grad(S);
+  out.weight.resize(S);
+  out.input_grad.resize(S);
   for (int64_t s = 0; s < S; ++s) {
-    weight[s] = costs.weight.empty() ? costs.weight_fraction * costs.backward[s] : costs.weight[s];
-    GPIPE_CHECK(weight[s] <= costs.backward[s], ConfigError, "stage ", s, "'s W costs ", weight[s],
-                ", more than its whole backward ", costs.backward[s]);
-    input_grad[s] = split ? costs.backward[s] - weight[s] : costs.backward[s];
+    out.weight[s] =
+        costs.weight.empty() ? costs.weight_fraction * costs.backward[s] : costs.weight[s];
+    GPIPE_CHECK(out.weight[s] <= costs.backward[s], ConfigError, "stage ", s, "'s W costs ",
+                out.weight[s], ", more than its whole backward ", costs.backward[s]);
+    out.input_grad[s] = split ? costs.backward[s] - out.weight[s] : costs.backward[s];
   }
+  return out;
+}
+
+}  // namespace
+
+SimulationResult simulate(const Schedule& input, const SimulationCosts& costs,
+                          Checkpoint checkpoint) {
+  const Schedule schedule = input.lowered ? input : lower(input, checkpoint);
+  if (input.lowered) validate_schedule(schedule);
+  const int64_t K = schedule.devices;
+  const int64_t S = schedule.num_stages();
+  const int64_t M = schedule.microbatches;
+  check_simulation_costs(costs, S);
+  const auto priced = action_costs(costs, S, schedule.splits_backward());
 
   const double unset = -1;
   // Arrival time of each message: [direction][sending stage][micro-batch].
@@ -67,7 +87,7 @@ SimulationResult simulate(const Schedule& input, const SimulationCosts& costs,
   std::map<std::pair<int64_t, int64_t>, double> link_free;  // (from device, to device)
 
   SimulationResult result;
-  result.busy_per_stage.assign(K, 0);
+  result.busy_per_device.assign(K, 0);
   std::vector<size_t> next(K, 0);
   std::vector<double> clock(K, 0);
   auto run = [&](int64_t d, const Action& a, const char* name, double duration) {
@@ -79,7 +99,7 @@ SimulationResult simulate(const Schedule& input, const SimulationCosts& costs,
     e.duration = duration;
     e.virtual_stage = a.stage;
     result.events.push_back(e);
-    result.busy_per_stage[d] += duration;
+    result.busy_per_device[d] += duration;
     clock[d] += duration;
   };
   // validate_schedule proved that this loop runs every action.
@@ -106,24 +126,24 @@ SimulationResult simulate(const Schedule& input, const SimulationCosts& costs,
           }
           arrival[backward_message][s][m] = at;
         } else if (a.kind == ActionKind::kForward) {
-          run(d, a, "F", a.checkpoint ? no_grad_forward[s] : costs.forward[s]);
+          run(d, a, "F", a.checkpoint ? priced.no_grad_forward[s] : priced.forward[s]);
         } else if (a.kind == ActionKind::kRecompute) {
-          run(d, a, "R", recompute[s]);
+          run(d, a, "R", priced.recompute[s]);
         } else if (a.kind == ActionKind::kBackward) {
-          run(d, a, "B", input_grad[s]);
+          run(d, a, "B", priced.input_grad[s]);
         } else {
-          run(d, a, "W", weight[s]);
+          run(d, a, "W", priced.weight[s]);
         }
       }
     }
   }
   result.step_time = *std::max_element(clock.begin(), clock.end());
   double busy = 0;
-  for (double b : result.busy_per_stage)
+  for (double b : result.busy_per_device)
     busy += b;
   result.bubble_fraction =
       result.step_time > 0 ? 1.0 - busy / static_cast<double>(K) / result.step_time : 0.0;
-  result.peak_inflight_per_stage = peak_inflight(schedule);
+  result.peak_inflight_per_device = peak_inflight(schedule);
   return result;
 }
 
@@ -174,8 +194,8 @@ std::vector<double> sum_by_stage(const std::vector<double>& layer_costs,
 nlohmann::json to_json(const SimulationResult& result) {
   return {{"step_time", result.step_time},
           {"bubble_fraction", result.bubble_fraction},
-          {"busy_per_stage", result.busy_per_stage},
-          {"peak_inflight_per_stage", result.peak_inflight_per_stage}};
+          {"busy_per_device", result.busy_per_device},
+          {"peak_inflight_per_device", result.peak_inflight_per_device}};
 }
 
 }  // namespace gpipe

@@ -202,10 +202,11 @@ void save_stage_shards(Pipeline& pipeline, const std::string& dir) {
   }
 }
 
-LoadReport load_stage_shards(Pipeline& pipeline, const std::string& dir,
-                             const LoadOptions& options) {
-  GPIPE_CHECK(fs::is_directory(dir), ConfigError, "snapshot folder '", dir, "' does not exist");
-  // Every tensor of every shard, by name.
+namespace {
+
+// Every tensor of every stage shard in `dir`, by name. Throws InputError naming a corrupt shard,
+// ConfigError for a folder without shards.
+std::map<std::string, torch::Tensor> read_shards(const std::string& dir) {
   std::map<std::string, torch::Tensor> saved;
   int shards = 0;
   for (const auto& entry : fs::directory_iterator(dir)) {
@@ -240,6 +241,32 @@ LoadReport load_stage_shards(Pipeline& pipeline, const std::string& dir,
   }
   GPIPE_CHECK(shards > 0, ConfigError, "snapshot folder '", dir, "' holds no stage-*.pt shard");
 
+  return saved;
+}
+
+// Restores the optimizer state of parameter `p` (named `name`) from the snapshot's fields, into
+// the optimizer of the local stage that owns it.
+void restore_parameter_state(Pipeline& pipeline, const std::map<std::string, torch::Tensor>& saved,
+                             const std::string& name, const torch::Tensor& p) {
+  std::map<std::string, torch::Tensor> fields;
+  const std::string prefix = "optim:" + name + ":";
+  for (auto f = saved.lower_bound(prefix); f != saved.end() && f->first.rfind(prefix, 0) == 0; ++f)
+    fields[f->first.substr(prefix.size())] = f->second;
+  if (fields.empty()) return;
+  for (const int64_t s : pipeline.local_stages()) {
+    for (const auto& q : pipeline.stage(s).parameters()) {
+      if (q.unsafeGetTensorImpl() == p.unsafeGetTensorImpl())
+        restore_state(pipeline.optimizer(s), p, fields, name);
+    }
+  }
+}
+
+}  // namespace
+
+LoadReport load_stage_shards(Pipeline& pipeline, const std::string& dir,
+                             const LoadOptions& options) {
+  GPIPE_CHECK(fs::is_directory(dir), ConfigError, "snapshot folder '", dir, "' does not exist");
+  const auto saved = read_shards(dir);
   LoadReport report;
   torch::NoGradGuard no_grad;
   // Names are "<layer index>.<name>": is this one in a layer kept as initialised?
@@ -267,22 +294,7 @@ LoadReport load_stage_shards(Pipeline& pipeline, const std::string& dir,
     }
     p.detach().copy_(it->second);
     ++report.loaded;
-    if (!with_optimizer) continue;
-    std::map<std::string, torch::Tensor> fields;
-    const std::string prefix = "optim:" + name + ":";
-    for (auto f = saved.lower_bound(prefix); f != saved.end() && f->first.rfind(prefix, 0) == 0;
-         ++f) {
-      fields[f->first.substr(prefix.size())] = f->second;
-    }
-    if (fields.empty()) continue;
-    // The stage that owns p.
-    for (const int64_t s : pipeline.local_stages()) {
-      for (const auto& q : pipeline.stage(s).parameters()) {
-        if (q.unsafeGetTensorImpl() == p.unsafeGetTensorImpl()) {
-          restore_state(pipeline.optimizer(s), p, fields, name);
-        }
-      }
-    }
+    if (with_optimizer) restore_parameter_state(pipeline, saved, name, p);
   }
   for (const auto& [name, b] : pipeline.named_buffers()) {
     if (!b.defined()) continue;

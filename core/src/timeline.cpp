@@ -14,11 +14,11 @@ namespace gpipe {
 
 Timeline::Timeline() : origin_(Clock::now()) {}
 
-void Timeline::record(int64_t stage, std::string name, int64_t step, int64_t microbatch,
+void Timeline::record(int64_t device, std::string name, int64_t step, int64_t microbatch,
                       Clock::time_point start, Clock::time_point end, int64_t virtual_stage,
                       bool communication) {
   using us = std::chrono::duration<double, std::micro>;
-  TimelineEvent event{stage,
+  TimelineEvent event{device,
                       std::move(name),
                       step,
                       microbatch,
@@ -48,9 +48,9 @@ std::vector<TimelineEvent> Timeline::events(int64_t step) const {
   return out;
 }
 
-void Timeline::set_stage_names(std::vector<std::string> names) {
+void Timeline::set_device_names(std::vector<std::string> names) {
   std::lock_guard<std::mutex> lock(mutex_);
-  stage_names_ = std::move(names);
+  device_names_ = std::move(names);
 }
 
 nlohmann::json Timeline::chrome_trace() const {
@@ -58,7 +58,7 @@ nlohmann::json Timeline::chrome_trace() const {
   std::vector<std::string> names;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    names = stage_names_;
+    names = device_names_;
   }
   auto trace = nlohmann::json::array();
   for (size_t s = 0; s < names.size(); ++s) {
@@ -77,7 +77,7 @@ nlohmann::json Timeline::chrome_trace() const {
                      {"ts", e.start_us},
                      {"dur", e.duration_us},
                      {"pid", 0},
-                     {"tid", e.stage},
+                     {"tid", e.device},
                      {"args", args}});
   }
   return {{"traceEvents", trace}, {"displayTimeUnit", "ms"}};
@@ -87,10 +87,10 @@ void Timeline::write_chrome_trace(const std::string& path) const {
   write_json_file(path, chrome_trace(), -1);
 }
 
-std::vector<double> busy_us(const std::vector<TimelineEvent>& events, int64_t stages) {
-  std::vector<double> busy(stages, 0.0);
+std::vector<double> busy_us(const std::vector<TimelineEvent>& events, int64_t devices) {
+  std::vector<double> busy(devices, 0.0);
   for (const auto& e : events) {
-    if (e.stage >= 0 && e.stage < stages && !e.communication) busy[e.stage] += e.duration_us;
+    if (e.device >= 0 && e.device < devices && !e.communication) busy[e.device] += e.duration_us;
   }
   return busy;
 }
@@ -105,13 +105,13 @@ double span_us(const std::vector<TimelineEvent>& events) {
   return last - first;
 }
 
-double bubble_fraction(const std::vector<TimelineEvent>& events, int64_t stages) {
+double bubble_fraction(const std::vector<TimelineEvent>& events, int64_t devices) {
   const double span = span_us(events);
-  if (span <= 0 || stages < 1) return 0;
+  if (span <= 0 || devices < 1) return 0;
   double total = 0;
-  for (double b : busy_us(events, stages))
+  for (double b : busy_us(events, devices))
     total += b;
-  return 1.0 - total / static_cast<double>(stages) / span;
+  return 1.0 - total / static_cast<double>(devices) / span;
 }
 
 namespace {

@@ -52,10 +52,6 @@ LinkModel link_preset(const std::string& name) {
   return link;
 }
 
-LocalTransport::Address LocalTransport::address(const MessageKey& key) {
-  return {key.from_stage, key.to_stage, key.step, key.microbatch, static_cast<int>(key.direction)};
-}
-
 void LocalTransport::send(int64_t from, int64_t to, const MessageKey& key, Activations tensors) {
   auto arrival = Clock::now();
   if (from != to && !link_.free()) {
@@ -70,41 +66,21 @@ void LocalTransport::send(int64_t from, int64_t to, const MessageKey& key, Activ
     arrival = std::max(arrival, free) + transfer;
     free = arrival;
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    mailbox_[address(key)] = Message{std::move(tensors), arrival};
-  }
-  cv_.notify_all();
+  mailbox_.put(key, std::move(tensors), arrival);
 }
 
 Activations LocalTransport::recv(int64_t /*from*/, int64_t /*to*/, const MessageKey& key) {
-  const auto where = address(key);
-  std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait(lock, [&] { return aborted_ || mailbox_.count(where) > 0; });
-  if (aborted_) throw AbortedError(abort_reason_);
-  const auto arrival = mailbox_.at(where).arrival;
-  // Waits for the link to deliver; an abort meanwhile ends the wait.
-  cv_.wait_until(lock, arrival, [&] { return aborted_; });
-  if (aborted_) throw AbortedError(abort_reason_);
-  auto node = mailbox_.extract(where);
-  return std::move(node.mapped().tensors);
+  return mailbox_.take(key);
 }
 
 void LocalTransport::abort(const std::string& reason) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!aborted_) abort_reason_ = reason;
-    aborted_ = true;
-  }
-  cv_.notify_all();
+  mailbox_.abort(reason);
 }
 
 void LocalTransport::reset() {
+  mailbox_.reset();
   std::lock_guard<std::mutex> lock(mutex_);
-  mailbox_.clear();
   link_free_.clear();
-  aborted_ = false;
-  abort_reason_.clear();
 }
 
 }  // namespace gpipe

@@ -221,10 +221,10 @@ TEST(Pipeline, AFailingStageEndsTheStepWithItsIndexAndTheNextStepWorks) {
     before.push_back(p.detach().clone());
   try {
     pipe.train_step(x, y);
-    FAIL() << "expected StageError";
-  } catch (const StageError& e) {
-    EXPECT_EQ(e.stage(), 1);
-    EXPECT_NE(std::string(e.what()).find("stage 1"), std::string::npos) << e.what();
+    FAIL() << "expected DeviceError";
+  } catch (const DeviceError& e) {
+    EXPECT_EQ(e.device(), 1);
+    EXPECT_NE(std::string(e.what()).find("device 1"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("boom at micro-batch 2"), std::string::npos) << e.what();
   }
   const auto after = pipe.parameters();

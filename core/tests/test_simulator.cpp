@@ -28,8 +28,8 @@ TEST(Simulator, OneFOneBHasTheSameBubbleAndHoldsAtMostK) {
   const auto ofob = simulate(make_schedule(ScheduleKind::k1F1B, 4, 8), uniform(4));
   EXPECT_NEAR(gpipe.bubble_fraction, 3.0 / 11, 1e-12);
   EXPECT_NEAR(ofob.bubble_fraction, 3.0 / 11, 1e-12);
-  EXPECT_EQ(gpipe.peak_inflight_per_stage[0], 8);
-  EXPECT_EQ(ofob.peak_inflight_per_stage[0], 4);
+  EXPECT_EQ(gpipe.peak_inflight_per_device[0], 8);
+  EXPECT_EQ(ofob.peak_inflight_per_device[0], 4);
 }
 
 TEST(Simulator, MatchesTheDrawnTimelines) {
@@ -106,7 +106,7 @@ TEST(Simulator, SchedulesBeyondGPipeShrinkTheBubble) {
   EXPECT_LE(zb_h1, 0.45 * base);
   EXPECT_LE(zbv, 0.25 * base);
   const auto peak = [](const SimulationResult& r) {
-    return *std::max_element(r.peak_inflight_per_stage.begin(), r.peak_inflight_per_stage.end());
+    return *std::max_element(r.peak_inflight_per_device.begin(), r.peak_inflight_per_device.end());
   };
   EXPECT_LE(peak(eight_layers(ScheduleKind::kZBH1)), peak(eight_layers(ScheduleKind::k1F1B)));
 }

@@ -8,9 +8,9 @@
 namespace gpipe::testing {
 namespace {
 
-TimelineEvent event(int64_t stage, double start, double duration) {
+TimelineEvent event(int64_t device, double start, double duration) {
   TimelineEvent e;
-  e.stage = stage;
+  e.device = device;
   e.name = "F0";
   e.start_us = start;
   e.duration_us = duration;
@@ -27,7 +27,7 @@ TEST(Timeline, BubbleFraction) {
 
 TEST(Timeline, ChromeTraceHasOneCompleteEventPerAction) {
   Timeline timeline;
-  timeline.set_stage_names({"stage 0 (cpu:0)", "stage 1 (cpu:1)"});
+  timeline.set_device_names({"device 0 (cpu:0)", "device 1 (cpu:1)"});
   const auto t0 = Timeline::Clock::now();
   timeline.record(1, "B3", 2, 3, t0, t0 + std::chrono::microseconds(250));
   const auto trace = timeline.chrome_trace();

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
+#include <vector>
 
 #include "test_util.h"
 
@@ -95,6 +97,74 @@ TEST(LocalTransport, AbortEndsAWaitForTheLink) {
   });
   EXPECT_THROW(transport.recv(0, 1, {}), AbortedError);
   aborter.join();
+}
+
+// ---- the mailbox both transports share (mailbox.h) -------------------------------------------
+
+TEST(Mailbox, AnAbortEndsEveryWaitEvenForAMessageThatIsThere) {
+  Mailbox mailbox;
+  const MessageKey key{1, 0, 1, 0, Direction::kForward};
+  mailbox.put(key, {torch::ones({1})});
+  mailbox.abort("device 1 failed");
+  mailbox.abort("a later failure");
+  expect_error<AbortedError>([&] { mailbox.take(key); }, {"device 1 failed"});
+  expect_error<AbortedError>([&] { mailbox.take(MessageKey{}); }, {"device 1 failed"});
+  mailbox.reset();  // a new step: the message and the abort are gone
+  mailbox.put(key, {torch::zeros({1})});
+  EXPECT_EQ(mailbox.take(key)[0].item<float>(), 0);
+}
+
+TEST(Mailbox, AMessageIsTakenNoEarlierThanItsArrival) {
+  Mailbox mailbox;
+  const auto start = Mailbox::Clock::now();
+  mailbox.put(MessageKey{}, {torch::ones({1})}, start + std::chrono::milliseconds(30));
+  EXPECT_EQ(mailbox.take(MessageKey{}).size(), 1u);
+  EXPECT_GE(Mailbox::Clock::now() - start, std::chrono::milliseconds(30));
+}
+
+TEST(Mailbox, AFailingCheckEndsTheWaitAndNotifyRunsItAtOnce) {
+  Mailbox mailbox;
+  std::atomic<bool> failed{false};
+  std::atomic<int> checks{0};
+  const auto check = [&] {
+    ++checks;
+    if (failed) throw Error("the peer is gone");
+  };
+  std::thread failer([&] {
+    while (checks == 0)  // the first check, before waiting, has passed
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    failed = true;
+    mailbox.notify();
+  });
+  const auto start = Mailbox::Clock::now();
+  // A poll of a minute: only notify() can have run the failing check this soon.
+  EXPECT_THROW(mailbox.take(MessageKey{}, check, std::chrono::minutes(1)), Error);
+  EXPECT_LT(Mailbox::Clock::now() - start, std::chrono::seconds(30));
+  EXPECT_GE(checks.load(), 2);  // once before waiting, once when notified
+  failer.join();
+  // A message that arrives while waiting is taken without the check failing.
+  failed = false;
+  std::thread sender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    mailbox.put(MessageKey{}, {torch::ones({2})});
+  });
+  EXPECT_EQ(mailbox.take(MessageKey{}, check, std::chrono::minutes(1))[0].numel(), 2);
+  sender.join();
+}
+
+TEST(Mailbox, KeysDifferInEveryField) {
+  Mailbox mailbox;
+  const MessageKey base{1, 2, 3, 4, Direction::kForward};
+  std::vector<MessageKey> keys(6, base);
+  keys[1].step = 9;
+  keys[2].from_stage = 9;
+  keys[3].to_stage = 9;
+  keys[4].microbatch = 9;
+  keys[5].direction = Direction::kBackward;
+  for (size_t i = 0; i < keys.size(); ++i)
+    mailbox.put(keys[i], {torch::full({1}, static_cast<float>(i))});
+  for (size_t i = keys.size(); i-- > 0;)
+    EXPECT_EQ(mailbox.take(keys[i])[0].item<float>(), static_cast<float>(i));
 }
 
 }  // namespace

@@ -186,6 +186,47 @@ double load_average() {
   return load;
 }
 
+// The runs of the benchmark, each mode's images per second and CPU ms per image.
+struct BenchmarkRuns {
+  std::vector<double> single_runs, loader_runs, single_cpu, loader_cpu;
+};
+
+// The benchmark's JSON, and its summary on stdout.
+json benchmark_report(const Args& args, const std::vector<int64_t>& image_shape, int64_t count,
+                      const BenchmarkRuns& runs, double load_before) {
+  const auto& [single_runs, loader_runs, single_cpu, loader_cpu] = runs;
+  const double single = gpipe::median(single_runs);
+  const double rate = gpipe::median(loader_runs);
+  json out;
+  out["split"] = "train";
+  out["transform"] = "training (augment)";
+  out["workers"] = args.workers;
+  out["image_size"] = image_shape[1];
+  out["batch_size"] = args.batch_size;
+  out["images"] = count;
+  out["repeats"] = args.repeats;
+  out["single_thread_images_per_second"] = single;
+  out["images_per_second"] = rate;
+  out["speedup_over_single_thread"] = rate / single;
+  out["efficiency_vs_workers_x_single_thread"] = rate / (args.workers * single);
+  out["single_thread_runs"] = single_runs;
+  out["loader_runs"] = loader_runs;
+  // CPU time of the whole process per image: equal in both modes means the loader adds no
+  // work, so its wall-time rate is limited only by the cores it gets.
+  out["single_thread_cpu_ms_per_image"] = gpipe::median(single_cpu);
+  out["loader_cpu_ms_per_image"] = gpipe::median(loader_cpu);
+  out["hardware_threads"] = std::thread::hardware_concurrency();
+  out["load_average_before"] = load_before;
+  out["load_average_after"] = load_average();
+  std::cout << "single-thread decode+transform: " << single << " images/s (median of "
+            << args.repeats << ")\n"
+            << "loader, " << args.workers << " workers:           " << rate
+            << " images/s = " << rate / single
+            << "x single thread = " << 100.0 * rate / (args.workers * single) << "% of "
+            << args.workers << "x single thread\n";
+  return out;
+}
+
 json benchmark(const Args& args) {
   const auto options = dataset_options(args, Split::kTrain).augment(true);
   const auto dataset = gpipe::datasets::make_dataset(options);
@@ -238,49 +279,20 @@ json benchmark(const Args& args) {
                args.batch_size);
   const double load_before = load_average();
   single_thread();  // warm-up: file cache, decoder and allocator state
-  std::vector<double> single_runs, loader_runs, single_cpu, loader_cpu;
+  BenchmarkRuns runs;
   for (int64_t r = 0; r < args.repeats; ++r) {
     const auto one = single_thread();
     const auto many = with_loader();
-    single_runs.push_back(one.rate);
-    loader_runs.push_back(many.rate);
-    single_cpu.push_back(one.cpu_ms_per_image);
-    loader_cpu.push_back(many.cpu_ms_per_image);
+    runs.single_runs.push_back(one.rate);
+    runs.loader_runs.push_back(many.rate);
+    runs.single_cpu.push_back(one.cpu_ms_per_image);
+    runs.loader_cpu.push_back(many.cpu_ms_per_image);
     spdlog::info(
         "run {}: single thread {:.1f} images/s ({:.2f} CPU ms/image), loader with {} workers "
         "{:.1f} images/s ({:.2f} CPU ms/image)",
         r + 1, one.rate, one.cpu_ms_per_image, args.workers, many.rate, many.cpu_ms_per_image);
   }
-  const double single = gpipe::median(single_runs);
-  const double rate = gpipe::median(loader_runs);
-  json out;
-  out["split"] = "train";
-  out["transform"] = "training (augment)";
-  out["workers"] = args.workers;
-  out["image_size"] = dataset->example_shape()[1];
-  out["batch_size"] = args.batch_size;
-  out["images"] = count;
-  out["repeats"] = args.repeats;
-  out["single_thread_images_per_second"] = single;
-  out["images_per_second"] = rate;
-  out["speedup_over_single_thread"] = rate / single;
-  out["efficiency_vs_workers_x_single_thread"] = rate / (args.workers * single);
-  out["single_thread_runs"] = single_runs;
-  out["loader_runs"] = loader_runs;
-  // CPU time of the whole process per image: equal in both modes means the loader adds no
-  // work, so its wall-time rate is limited only by the cores it gets.
-  out["single_thread_cpu_ms_per_image"] = gpipe::median(single_cpu);
-  out["loader_cpu_ms_per_image"] = gpipe::median(loader_cpu);
-  out["hardware_threads"] = std::thread::hardware_concurrency();
-  out["load_average_before"] = load_before;
-  out["load_average_after"] = load_average();
-  std::cout << "single-thread decode+transform: " << single << " images/s (median of "
-            << args.repeats << ")\n"
-            << "loader, " << args.workers << " workers:           " << rate
-            << " images/s = " << rate / single
-            << "x single thread = " << 100.0 * rate / (args.workers * single) << "% of "
-            << args.workers << "x single thread\n";
-  return out;
+  return benchmark_report(args, dataset->example_shape(), count, runs, load_before);
 }
 
 int run(const Args& args) {

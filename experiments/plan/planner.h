@@ -6,18 +6,15 @@
 // from measurements instead of rules of thumb:
 //
 //   costs     CostBook: every layer's time and bytes at each micro-batch size and thread count
+//             (costs/layer_costs.h), cached
 //   time      the discrete-event simulator over the schedule the executor runs (simulator.h),
 //             plus the slowest device's optimizer update and, with R > 1, the all-reduce of
 //             its gradients, timed here (CostBook::allreduce_ms) or a ring at a given bandwidth
 //             (2 (R-1)/R x bytes / bandwidth), not overlapped: on a CPU the summing thread
 //             takes cores the backward would use; every compute cost is scaled by a
-//             calibration: R real GPipe steps of K devices at once, at the plan's micro-batch,
-//             measured over simulated (CostBook::calibration), in rounds for the contenders
-//   memory    replay of each device's lowered action list: an F keeps the stage's activations
-//             (only its input when checkpointed), an R adds them back, a B frees them (a split B
-//             leaves those of layers that defer weight gradients to its W) and needs its
-//             measured backward workspace while it runs; on top of parameters, gradients and
-//             optimizer state (bytes x (2 + state slots))
+//             calibration (costs/calibration.h: R real GPipe steps of K devices at once, at the
+//             plan's micro-batch, over simulated), in rounds for the contenders
+//   memory    the replay of each device's lowered action list (costs/memory.h)
 //   balance   for each shape, exact min-max partitions of the layers by time, by memory and by
 //             blends of the two; the fastest that fits wins
 //

@@ -114,9 +114,9 @@ StepBreakdown measured_breakdown(const std::vector<TimelineEvent>& events, doubl
   out.forward = out.backward = out.recompute = 0;
   std::vector<bool> seen(static_cast<size_t>(K), false);
   for (const auto& e : events) {
-    GPIPE_CHECK(e.stage >= 0 && e.stage < K, ConfigError, "a timeline event of device ", e.stage,
+    GPIPE_CHECK(e.device >= 0 && e.device < K, ConfigError, "a timeline event of device ", e.device,
                 " in a step of ", K, " devices");
-    seen[static_cast<size_t>(e.stage)] = true;
+    seen[static_cast<size_t>(e.device)] = true;
     if (!e.communication) work_slot(out, e.name) += e.duration_us / 1e3;
   }
   GPIPE_CHECK(std::all_of(seen.begin(), seen.end(), [](bool s) { return s; }), ConfigError,

@@ -46,6 +46,90 @@ double elapsed_s(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
+// ---- presets, and the paper's figures they are compared with -------------------------------
+
+namespace {
+
+models::ModelConfig amoebanet(int64_t layers, int64_t filters, int64_t image_size,
+                              int64_t classes) {
+  models::ModelConfig c("amoebanet-d");
+  c.amoebanet().layers(layers).filters(filters).image_size(image_size).channels(3).classes(classes);
+  return c;
+}
+
+models::ModelConfig transformer(int64_t layers, int64_t d_model, int64_t ffn, int64_t heads,
+                                int64_t vocab, int64_t seq_len) {
+  models::ModelConfig c("transformer-l");
+  c.transformer().layers(layers).d_model(d_model).ffn(ffn).heads(heads).vocab(vocab).seq_len(
+      seq_len);
+  return c;
+}
+
+}  // namespace
+
+std::optional<double> paper_speedup(const std::string& table, const std::string& model, int64_t K,
+                                    int64_t M) {
+  if (table == "table3") return M == 32 ? paper_table3_speedup(model, K) : std::nullopt;
+  return paper_table2_speedup(model, K, M);
+}
+
+const std::vector<std::string>& scaling_preset_names() {
+  static const std::vector<std::string> names = {"quick", "paper"};
+  return names;
+}
+
+ScalingOptions scaling_preset(const std::string& name) {
+  ScalingOptions options;
+  options.preset = name;
+  ScalingTableSpec table2;
+  table2.id = "table2";
+  table2.title = "Table 2: normalised training throughput, K partitions and M micro-batches";
+  table2.paper_hardware = paper_table2_hardware();
+  table2.partitions = {2, 4, 8};
+  table2.chunks = {1, 4, 32};
+  table2.link = "tpu";
+  table2.base_K = 2;
+  table2.base_M = 1;
+  ScalingTableSpec table3;
+  table3.id = "table3";
+  table3.title = "Table 3: normalised training throughput at M=32 without NVLink (PCIe link)";
+  table3.paper_hardware = paper_table3_hardware();
+  table3.partitions = {2, 4, 8};
+  table3.chunks = {32};
+  table3.link = "pcie-scaled";
+  table3.base_K = 2;
+  table3.base_M = 32;
+  if (name == "quick") {
+    // Scaled down to run on two CPU cores in minutes, and deep enough (32 and 34 layers) that
+    // K=8 balances, as the paper's 18-cell AmoebaNet and 24-48 layer Transformers do; narrow, so
+    // a step stays seconds. Each micro-batch of N/32 still costs about what a large one does per
+    // sample (measured here: AmoebaNet 22, 19 and 27 ms per sample at micro-batch 256, 64 and 8).
+    // A narrower Transformer (d=128, seq 128) ran its K=2, M=32 step 49% slower than its one-
+    // thread profile predicts, so the projections would flatter it; d=256 keeps that within 7%.
+    const ScalingModel amoeba{"AmoebaNet-D (L=26, D=16), 128x128 images",
+                              amoebanet(26, 16, 128, 10), 256};
+    const ScalingModel lm{"Transformer-L (L=32, d=256, ffn=1024, seq 64)",
+                          transformer(32, 256, 1024, 4, 2048, 64), 64};
+    table2.models = {amoeba, lm};
+    table3.models = {amoeba, lm};
+    // The paper's M = 1, 4, 32 and the M between, for the bubble against M (step_breakdown).
+    table2.chunks = {1, 2, 4, 8, 16, 32};
+  } else if (name == "paper") {
+    table2.models = {{"AmoebaNet-D (18, 256), 224x224 images", amoebanet(18, 256, 224, 1000), 128},
+                     {"Transformer-48 (d=2048, ffn=8192, 32 heads, seq 1024)",
+                      transformer(48, 2048, 8192, 32, 32000, 1024), 32}};
+    table3.models = {{"AmoebaNet-D (18, 128), 224x224 images", amoebanet(18, 128, 224, 1000), 128},
+                     {"Transformer-24 (d=2048, ffn=8192, 32 heads, seq 1024)",
+                      transformer(24, 2048, 8192, 32, 32000, 1024), 32}};
+  } else {
+    throw ConfigError(c10::str("unknown preset '", name, "': expected quick or paper"));
+  }
+  options.tables = {table2, table3};
+  return options;
+}
+
+// ---- validation, normalisation ----------------------------------------------------------------
+
 void validate(const ScalingOptions& options) {
   GPIPE_CHECK(!options.tables.empty(), ConfigError, "no tables to make");
   GPIPE_CHECK(options.device_type == "cpu" || options.device_type == "cuda", ConfigError,
@@ -64,9 +148,8 @@ void validate(const ScalingOptions& options) {
                                      options.warmup_steps + options.calibration_steps >= 2),
               ConfigError, "calibration needs at least one timed step and two in all, got ",
               options.calibration_steps, " after ", options.warmup_steps, " warm-up step(s)");
-  GPIPE_CHECK(options.calibration_rounds >= 1 && options.calibration_chunks >= 0, ConfigError,
-              "--calibration-rounds must be >= 1 and --calibration-chunks >= 0, got ",
-              options.calibration_rounds, " and ", options.calibration_chunks);
+  GPIPE_CHECK(options.calibration_rounds >= 1, ConfigError,
+              "--calibration-rounds must be >= 1, got ", options.calibration_rounds);
   for (const auto& table : options.tables) {
     GPIPE_CHECK(!table.models.empty(), ConfigError, table.id, " has no models (check --models)");
     check_table_link(table.link);
@@ -94,11 +177,12 @@ void validate(const ScalingOptions& options) {
                     ": M=", M, " must divide the mini-batch N=", model.batch, " of ", model.label,
                     " (equal micro-batches of N/M samples)");
       }
-      const int64_t c = options.calibration_chunks;
-      GPIPE_CHECK(!options.calibrate || c == 0 || (c <= model.batch && model.batch % c == 0),
-                  ConfigError, "--calibration-chunks ", c,
-                  " must divide the mini-batch N=", model.batch, " of ", model.label,
-                  "; use a divisor of N, or 0 for its largest M");
+      for (const int64_t c :
+           options.calibrate ? options.calibration_chunks : std::vector<int64_t>{}) {
+        GPIPE_CHECK(c >= 1 && c <= model.batch && model.batch % c == 0, ConfigError,
+                    "--calibration-chunks ", c, " must divide the mini-batch N=", model.batch,
+                    " of ", model.label, "; use divisors of N, or leave it out for its largest M");
+      }
     }
   }
 }
@@ -171,11 +255,12 @@ struct ScalingRun {
   const ScalingOptions& options;
   ScalingResult& result;
   const DeviceSpec profile_device;
-  const int64_t memory;                               // physical memory, 0 if unknown
-  std::map<std::string, RawProfile> raw_cache;        // by model and micro-batch
-  std::map<std::string, Profiled> costs_cache;        // the same, calibrated
-  costs::Calibrations calibrations;                   // by calibration_label
-  std::map<std::string, std::string> calibration_of;  // model_key -> its calibration's label
+  const int64_t memory;                         // physical memory, 0 if unknown
+  std::map<std::string, RawProfile> raw_cache;  // by model and micro-batch
+  std::map<std::string, Profiled> costs_cache;  // the same, calibrated
+  costs::Calibrations calibrations;             // by calibration_label
+  // model_key -> its calibrations' labels by M
+  std::map<std::string, std::map<int64_t, std::string>> calibration_of;
   std::map<std::string, costs::TrainingMeasurement> measured_cache;
   std::set<std::string> checked;
   std::map<std::string, CheckRounds> check_rounds;  // per measured run
@@ -299,25 +384,36 @@ const RawProfile& raw_at(ScalingRun& run, const ModelRun& mr, int64_t M) {
   return run.raw_cache.at(key);
 }
 
-// `raw` scaled by its model's calibration, where the model has one.
-Profiled calibrated(const ScalingRun& run, const ModelRun& mr, const RawProfile& raw) {
+// `raw` (profiled at M) scaled by its model's calibration at the M nearest to it by ratio (a tie
+// takes the larger M), where the model has one.
+Profiled calibrated(const ScalingRun& run, const ModelRun& mr, const RawProfile& raw, int64_t M) {
   const auto found = run.calibration_of.find(model_key(mr.model));
   if (found == run.calibration_of.end()) return Profiled{raw.costs, raw.other_cores, 1.0};
-  const double ratio = run.calibrations.median(found->second);
+  const std::string* nearest = nullptr;
+  double best = 0;
+  for (const auto& [at, label] : found->second) {  // ascending M: a tie keeps the later one
+    const double distance = std::abs(std::log(static_cast<double>(at) / static_cast<double>(M)));
+    if (nearest == nullptr || distance <= best) {
+      nearest = &label;
+      best = distance;
+    }
+  }
+  const double ratio = run.calibrations.median(*nearest);
   return Profiled{costs::scaled_compute(raw.costs, ratio), raw.other_cores, ratio};
 }
 
 // The calibrated layer costs of `mr` at M.
 const Profiled& profiled_at(ScalingRun& run, const ModelRun& mr, int64_t M) {
   const std::string key = c10::str(model_key(mr.model), "/b", mr.model.batch / M);
-  if (!run.costs_cache.count(key)) run.costs_cache[key] = calibrated(run, mr, raw_at(run, mr, M));
+  if (!run.costs_cache.count(key))
+    run.costs_cache[key] = calibrated(run, mr, raw_at(run, mr, M), M);
   return run.costs_cache.at(key);
 }
 
-// The M a model is calibrated at: --calibration-chunks, or the largest M of its rows in any
+// The Ms a model is calibrated at: --calibration-chunks, or the largest M of its rows in any
 // table (its smallest micro-batch: where isolated layer timings miss the most).
-int64_t calibration_chunks(const ScalingOptions& options, const ScalingModel& model) {
-  if (options.calibration_chunks > 0) return options.calibration_chunks;
+std::vector<int64_t> calibration_chunks(const ScalingOptions& options, const ScalingModel& model) {
+  if (!options.calibration_chunks.empty()) return options.calibration_chunks;
   int64_t M = 1;
   for (const auto& table : options.tables) {
     for (const auto& m : table.models) {
@@ -325,7 +421,7 @@ int64_t calibration_chunks(const ScalingOptions& options, const ScalingModel& mo
       M = std::max(M, *std::max_element(table.chunks.begin(), table.chunks.end()));
     }
   }
-  return M;
+  return {M};
 }
 
 // One round of the calibration `key` of `mr`: a one-device step over its projection.
@@ -345,8 +441,9 @@ double calibration_round(ScalingRun& run, const ModelRun& mr, const costs::Calib
   return step.ratio();
 }
 
-// Calibrates every model that fits this machine once, in rounds interleaved over the models
-// (ScalingOptions::calibration_rounds), before any row: every M of a model then takes the median.
+// Calibrates every model that fits this machine at its calibration Ms, in rounds interleaved
+// over the models and Ms (ScalingOptions::calibration_rounds), before any row: each M of a model
+// then takes the median of the nearest calibration.
 void calibrate_models(ScalingRun& run, const std::vector<std::unique_ptr<ModelRun>>& model_runs) {
   const auto& options = run.options;
   if (!options.calibrate) return;
@@ -354,16 +451,18 @@ void calibrate_models(ScalingRun& run, const std::vector<std::unique_ptr<ModelRu
   std::map<std::string, std::pair<const ModelRun*, costs::CalibrationKey>> jobs;
   for (const auto& mr : model_runs) {
     if (!mr->can_measure || run.calibration_of.count(model_key(mr->model))) continue;
-    costs::CalibrationKey key;
-    key.M = calibration_chunks(options, mr->model);
-    key.microbatch = mr->model.batch / key.M;
-    key.threads = options.profile.threads();
-    key.checkpoint = options.checkpoint;
-    const auto label = c10::str(mr->model.label, " ", key.name());
-    run.calibration_of[model_key(mr->model)] = label;
-    labels.push_back(label);
-    jobs.emplace(label, std::make_pair(mr.get(), key));
-    raw_at(run, *mr, key.M);  // profiled first: the rounds interleave only the steps
+    for (const int64_t M : calibration_chunks(options, mr->model)) {
+      costs::CalibrationKey key;
+      key.M = M;
+      key.microbatch = mr->model.batch / M;
+      key.threads = options.profile.threads();
+      key.checkpoint = options.checkpoint;
+      const auto label = c10::str(mr->model.label, " ", key.name());
+      run.calibration_of[model_key(mr->model)][M] = label;
+      labels.push_back(label);
+      jobs.emplace(label, std::make_pair(mr.get(), key));
+      raw_at(run, *mr, M);  // profiled first: the rounds interleave only the steps
+    }
   }
   run.calibrations.measure_in_rounds(
       labels, options.calibration_rounds, 0, 0.0, [&](const std::string& label) {
@@ -372,8 +471,8 @@ void calibrate_models(ScalingRun& run, const std::vector<std::unique_ptr<ModelRu
   for (const auto& label : labels) {
     const auto& [mr, key] = jobs.at(label);
     const double median = run.calibrations.median(label);
-    spdlog::info("{}: calibration {:.3f}, the median of {} round(s) spread {:.1f}%",
-                 mr->model.label, median, run.calibrations.rounds(label).size(),
+    spdlog::info("{}: calibration at M={} {:.3f}, the median of {} round(s) spread {:.1f}%",
+                 mr->model.label, key.M, median, run.calibrations.rounds(label).size(),
                  100 * run.calibrations.spread(label));
     run.result.calibrations.push_back({mr->model.config.name(), mr->model.label, key.M, key.name(),
                                        run.calibrations.rounds(label), median});
@@ -470,8 +569,9 @@ void measure_rounds(ScalingRun& run, const ModelRun& mr, const Profiled& profile
   const auto& options = run.options;
   auto& rounds = run.check_rounds[run_key];
   for (int r = 0; r < options.check_rounds; ++r) {
-    const auto fresh =
-        options.check_rounds > 1 ? calibrated(run, mr, profile_layers(run, mr, row.M)) : profiled;
+    const auto fresh = options.check_rounds > 1
+                           ? calibrated(run, mr, profile_layers(run, mr, row.M), row.M)
+                           : profiled;
     auto m = measure_once(run, mr, row, measured_link, r);
     const auto projected = costs::project_step(fresh.costs, row.K, row.M, options.checkpoint,
                                                measured_link.local, row.balance);

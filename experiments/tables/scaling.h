@@ -67,14 +67,15 @@ struct ScalingOptions {
   // medians and keeps every round's error. The table's measured row is round 0's.
   int check_rounds = 1;
   // Calibrate each model's projections (costs/calibration.h) by a real one-device step (K=1, the
-  // model's N, `calibration_chunks` micro-batches, the table's re-materialisation) over its
-  // projection, where the model fits this machine: once per model, in `calibration_rounds`
-  // rounds interleaved over the models, the median scaling every M's costs. Each measurement
-  // runs `calibration_steps` timed steps after the warm-up.
+  // model's N, M micro-batches, the table's re-materialisation) over its projection, where the
+  // model fits this machine: at each M of `calibration_chunks` (empty: the largest M of the
+  // model's rows), in `calibration_rounds` rounds interleaved over the models and Ms, the median
+  // scaling the costs of the rows whose M is nearest (by ratio; a tie takes the larger). Each
+  // measurement runs `calibration_steps` timed steps after the warm-up.
   bool calibrate = true;
   int calibration_steps = 2;
   int calibration_rounds = 3;
-  int64_t calibration_chunks = 0;  // 0: the largest M of the model's rows
+  std::vector<int64_t> calibration_chunks;
 };
 
 // "quick": scaled-down AmoebaNet-D and Transformer-L that run on two CPU cores in minutes.

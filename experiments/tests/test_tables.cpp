@@ -186,7 +186,7 @@ TEST(ScalingOptions, BadInputIsNamed) {
   options.calibration_rounds = 0;
   EXPECT_CONFIG_ERROR(validate(options), "--calibration-rounds must be >= 1");
   options = scaling_preset("quick");
-  options.calibration_chunks = 3;
+  options.calibration_chunks = {1, 3};
   EXPECT_CONFIG_ERROR(validate(options), "--calibration-chunks 3 must divide the mini-batch");
 }
 

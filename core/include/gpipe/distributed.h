@@ -138,6 +138,13 @@ class Context : public StepCollectives, public World {
   void barrier() override;
 
  private:
+  // Connects to the rendezvous store (rank 0 hosts it) and a second client for the watchdog.
+  void connect_store();
+  // The world, pipeline, data-parallel and (with sync_batchnorm) statistics groups.
+  void make_groups();
+  // One process group over the store under `prefix`: NCCL where asked for, else Gloo.
+  c10::intrusive_ptr<c10d::ProcessGroup> make_group(const std::string& prefix, int64_t rank,
+                                                    int64_t size);
   void register_rank();
   void watch();
   torch::Tensor all_reduce(c10d::ProcessGroup& group, torch::Tensor tensor, const char* what);
@@ -189,20 +196,17 @@ class ProcessGroupTransport final : public Transport {
 
  private:
   struct Receiver;
-  using Address = std::tuple<int64_t, int64_t, int64_t, int64_t, int>;  // as LocalTransport's
-  static Address address(const MessageKey& key);
   Activations receive_message(int64_t peer, const MessageKey& key, int64_t sequence);
   void start_receiver(int64_t peer, std::unique_ptr<Receiver>& receiver);  // mutex_ held
 
   Context& context_;
+  Mailbox mailbox_;  // what the receivers (and sends to this device itself) delivered
   std::mutex mutex_;
-  std::condition_variable cv_;
-  std::map<Address, Activations> mailbox_;
-  std::map<Address, int64_t> send_sequence_;  // this step's sends: their sequence numbers
+  std::condition_variable cv_;                   // wakes the receivers
+  std::map<MessageKey, int64_t> send_sequence_;  // this step's sends: their sequence numbers
   // This step's forward sends: the shapes the gradients that come back for them must have.
-  std::map<Address, std::vector<std::vector<int64_t>>> sent_shapes_;
-  std::string error_;
-  bool aborted_ = false;
+  std::map<MessageKey, std::vector<std::vector<int64_t>>> sent_shapes_;
+  std::string error_;  // the first receiver's failure
   std::vector<std::pair<c10::intrusive_ptr<c10d::Work>, std::vector<torch::Tensor>>> sends_;
   std::map<int64_t, std::unique_ptr<Receiver>> receivers_;  // by peer device
 };

@@ -44,18 +44,19 @@ class NonFiniteLossError : public Error {
   double loss_;
 };
 
-// A failure inside one stage (or rank), rethrown to the caller with the stage named.
-class StageError : public Error {
+// A failure on one device (its worker thread, or its rank), rethrown to the caller with the
+// device named; -1 when the step was stopped by another process's failure.
+class DeviceError : public Error {
  public:
-  StageError(const std::string& what, int stage) : Error(what), stage_(stage) {}
-  int stage() const { return stage_; }
+  DeviceError(const std::string& what, int device) : Error(what), device_(device) {}
+  int device() const { return device_; }
 
  private:
-  int stage_;
+  int device_;
 };
 
-// Thrown inside a stage whose step was cancelled because another stage failed. The pipeline
-// never lets it escape: the caller sees the StageError of the stage that failed first.
+// Thrown inside a device whose step was cancelled because another device failed. The pipeline
+// never lets it escape: the caller sees the DeviceError of the device that failed first.
 class AbortedError : public Error {
  public:
   using Error::Error;

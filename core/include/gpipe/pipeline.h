@@ -201,13 +201,18 @@ class Pipeline {
   }
 
   // Runs fn(stage) for every local stage, each on its device's thread, the devices at once;
-  // rethrows the first failure as StageError.
+  // rethrows the first failure as DeviceError.
   void for_each_stage(const std::function<void(Stage&)>& fn);
 
  private:
   // Runs fn(local device index) on every local device's thread at once.
   void for_each_device(const std::function<void(size_t)>& fn);
   void build(int64_t first_device, int64_t count);
+  // Every device of the pipeline (the options' or K virtual CPU devices), checked against the
+  // layout; one given device serves all K when this process runs all of them (`count`).
+  std::vector<DeviceSpec> resolve_devices(int64_t count) const;
+  // Places every parameter and buffer on its stage's device (build's last step).
+  void place_parameters();
   std::vector<std::pair<std::string, torch::Tensor>> named_tensors(bool buffers) const;
   // The schedule on every device, in one pass: zeroes gradients first when training, and
   // computes `squares_` (squared gradient norms per device) last when asked.

@@ -49,8 +49,8 @@ struct SimulatedEvent {
 struct SimulationResult {
   double step_time = 0;
   double bubble_fraction = 0;
-  std::vector<double> busy_per_stage;           // per device
-  std::vector<double> peak_inflight_per_stage;  // per device, as peak_inflight()
+  std::vector<double> busy_per_device;           // per device
+  std::vector<double> peak_inflight_per_device;  // per device, as peak_inflight()
   std::vector<SimulatedEvent> events;           // the compute actions
 };
 

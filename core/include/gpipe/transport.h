@@ -7,28 +7,17 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <string>
-#include <tuple>
+#include <utility>
 
 #include "gpipe/activations.h"
 #include "gpipe/link.h"
+#include "gpipe/mailbox.h"
 #include "gpipe/schedule.h"
 
 namespace gpipe {
-
-enum class Direction { kForward, kBackward };
-
-// Identifies one message of a step: from one virtual stage to its neighbour.
-struct MessageKey {
-  int64_t step = 0;
-  int64_t from_stage = 0;
-  int64_t to_stage = 0;
-  int64_t microbatch = 0;
-  Direction direction = Direction::kForward;
-};
 
 class Transport {
  public:
@@ -36,7 +25,8 @@ class Transport {
   // Sends `tensors` from device `from` to device `to` (the same device is allowed: the message
   // is then delivered locally).
   virtual void send(int64_t from, int64_t to, const MessageKey& key, Activations tensors) = 0;
-  // Blocks until the message arrives. Throws AbortedError once abort() has been called.
+  // Blocks until the message arrives. Throws AbortedError once abort() has been called, even
+  // where the message has arrived (mailbox.h).
   virtual Activations recv(int64_t from, int64_t to, const MessageKey& key) = 0;
   // Fails every pending and future recv of the current step (a stage has failed).
   virtual void abort(const std::string& reason) = 0;
@@ -49,11 +39,11 @@ class Transport {
   virtual void end_step(int64_t device) {}
 };
 
-// In-process transport: a mailbox shared by the stage threads. Tensors are handed over as they
-// are; the receiving stage copies them to its device. With a link (in seconds; link.h), each
-// message between two devices arrives as the simulator says it would: the link of a (from, to)
-// pair carries one message at a time, taking latency + bytes / bandwidth, and a receiver waits
-// for the arrival; the sender never waits. Messages within one device stay free.
+// In-process transport: a mailbox (mailbox.h) shared by the stage threads. Tensors are handed
+// over as they are; the receiving stage copies them to its device. With a link (in seconds;
+// link.h), each message between two devices arrives as the simulator says it would: the link of a
+// (from, to) pair carries one message at a time, taking latency + bytes / bandwidth, and a receiver
+// waits for the arrival; the sender never waits. Messages within one device stay free.
 class LocalTransport final : public Transport {
  public:
   explicit LocalTransport(LinkModel link = {}) : link_(std::move(link)) {}
@@ -63,23 +53,12 @@ class LocalTransport final : public Transport {
   void reset() override;
 
  private:
-  // from stage, to stage, step, micro-batch, direction
-  using Address = std::tuple<int64_t, int64_t, int64_t, int64_t, int>;
-  static Address address(const MessageKey& key);
-
-  using Clock = std::chrono::steady_clock;
-  struct Message {
-    Activations tensors;
-    Clock::time_point arrival;
-  };
+  using Clock = Mailbox::Clock;
 
   LinkModel link_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::map<Address, Message> mailbox_;
+  Mailbox mailbox_;
+  std::mutex mutex_;                                                    // guards link_free_
   std::map<std::pair<int64_t, int64_t>, Clock::time_point> link_free_;  // (from, to) devices
-  bool aborted_ = false;
-  std::string abort_reason_;
 };
 
 }  // namespace gpipe
