@@ -8,21 +8,12 @@
 namespace gpipe::train {
 
 Pipeline::OptimizerFactory make_optimizer_factory(const TrainOptions& o) {
-  return cli::make_optimizer_factory(cli::OptimizerSettings(o.optimizer)
-                                         .lr(o.lr)
-                                         .momentum(o.momentum)
-                                         .nesterov(o.nesterov)
-                                         .weight_decay(o.weight_decay)
-                                         .rmsprop_decay(o.rmsprop_decay)
-                                         .rmsprop_eps(o.rmsprop_eps)
-                                         .adam_beta1(o.adam_beta1)
-                                         .adam_beta2(o.adam_beta2)
-                                         .adam_eps(o.adam_eps));
+  return cli::make_optimizer_factory(o.optimizer);
 }
 
 LrSchedule::LrSchedule(const TrainOptions& o, int64_t total_steps, int64_t steps_per_epoch)
     : kind_(o.lr_schedule),
-      peak_(o.lr),
+      peak_(o.optimizer.lr()),
       warmup_(o.warmup_steps),
       total_(total_steps),
       steps_per_epoch_(std::max<int64_t>(steps_per_epoch, 1)),

@@ -49,11 +49,11 @@ nlohmann::json TrainOptions::to_json() const {
       {"epochs", epochs},
       {"steps", steps},
       {"seed", seed},
-      {"optimizer", optimizer},
-      {"lr", lr},
-      {"momentum", momentum},
-      {"nesterov", nesterov},
-      {"weight_decay", weight_decay},
+      {"optimizer", optimizer.name()},
+      {"lr", optimizer.lr()},
+      {"momentum", optimizer.momentum()},
+      {"nesterov", optimizer.nesterov()},
+      {"weight_decay", optimizer.weight_decay()},
       {"label_smoothing", label_smoothing},
       {"lr_schedule", lr_schedule},
       {"warmup_steps", warmup_steps},
@@ -154,22 +154,23 @@ void add_training_flags(CLI::App& app, TrainOptions& o) {
   opt(app, train, "--steps", o.steps, "training steps (caps --epochs; synthetic data needs it)")
       ->check(CLI::Range(int64_t{0}, kMaxSteps));
   opt(app, train, "--seed", o.seed, "seed of initialisation, data order, augmentation and dropout");
-  opt(app, train, "--optimizer", o.optimizer, "sgd | rmsprop | adam | adamw")
+  opt(app, train, "--optimizer", o.optimizer.name(), "sgd | rmsprop | adam | adamw")
       ->check(CLI::IsMember({"sgd", "rmsprop", "adam", "adamw"}));
   const auto below_one = cli::finite_range(0, 1, cli::Interval::kOpenHigh);
   const auto epsilon = cli::finite_range(0, 1, cli::Interval::kOpenLow);
   const auto rate = cli::finite_range(0, kMaxRate);
-  opt(app, train, "--lr", o.lr, "peak learning rate")
+  opt(app, train, "--lr", o.optimizer.lr(), "peak learning rate")
       ->check(cli::finite_range(0, kMaxRate, cli::Interval::kOpenLow));
-  opt(app, train, "--momentum", o.momentum, "SGD / RMSprop momentum")->check(below_one);
-  app.add_flag("--nesterov", o.nesterov, "Nesterov momentum (SGD)")->group(train);
-  opt(app, train, "--weight-decay", o.weight_decay, "L2 weight decay")->check(rate);
-  opt(app, train, "--rmsprop-decay", o.rmsprop_decay, "RMSprop decay of the squared average")
+  opt(app, train, "--momentum", o.optimizer.momentum(), "SGD / RMSprop momentum")->check(below_one);
+  app.add_flag("--nesterov", o.optimizer.nesterov(), "Nesterov momentum (SGD)")->group(train);
+  opt(app, train, "--weight-decay", o.optimizer.weight_decay(), "L2 weight decay")->check(rate);
+  opt(app, train, "--rmsprop-decay", o.optimizer.rmsprop_decay(),
+      "RMSprop decay of the squared average")
       ->check(below_one);
-  opt(app, train, "--rmsprop-eps", o.rmsprop_eps, "RMSprop epsilon")->check(epsilon);
-  opt(app, train, "--adam-beta1", o.adam_beta1, "Adam beta1")->check(below_one);
-  opt(app, train, "--adam-beta2", o.adam_beta2, "Adam beta2")->check(below_one);
-  opt(app, train, "--adam-eps", o.adam_eps, "Adam epsilon")->check(epsilon);
+  opt(app, train, "--rmsprop-eps", o.optimizer.rmsprop_eps(), "RMSprop epsilon")->check(epsilon);
+  opt(app, train, "--adam-beta1", o.optimizer.adam_beta1(), "Adam beta1")->check(below_one);
+  opt(app, train, "--adam-beta2", o.optimizer.adam_beta2(), "Adam beta2")->check(below_one);
+  opt(app, train, "--adam-eps", o.optimizer.adam_eps(), "Adam epsilon")->check(epsilon);
   opt(app, train, "--label-smoothing", o.label_smoothing, "label smoothing of the cross-entropy")
       ->check(below_one);
   opt(app, train, "--lr-schedule", o.lr_schedule, "constant | cosine | exponential (after warm-up)")
@@ -253,9 +254,10 @@ void check_train_options(const TrainOptions& o) {
               o.comm_timeout);
   GPIPE_CHECK(o.label_smoothing >= 0 && o.label_smoothing < 1, ConfigError,
               "--label-smoothing must be in [0, 1), got ", o.label_smoothing);
-  GPIPE_CHECK(o.min_lr <= o.lr, ConfigError, "--min-lr ", o.min_lr, " exceeds --lr ", o.lr);
-  GPIPE_CHECK(o.optimizer != "sgd" || !o.nesterov || o.momentum > 0, ConfigError,
-              "--nesterov needs --momentum > 0");
+  GPIPE_CHECK(o.min_lr <= o.optimizer.lr(), ConfigError, "--min-lr ", o.min_lr, " exceeds --lr ",
+              o.optimizer.lr());
+  GPIPE_CHECK(o.optimizer.name() != "sgd" || !o.optimizer.nesterov() || o.optimizer.momentum() > 0,
+              ConfigError, "--nesterov needs --momentum > 0");
   GPIPE_CHECK(!o.resume || !o.snapshot_dir.empty(), ConfigError,
               "--resume needs --snapshot-dir (where the snapshots are)");
   GPIPE_CHECK(!o.overwrite_snapshots || !o.snapshot_dir.empty(), ConfigError,

@@ -11,6 +11,7 @@
 #include <functional>
 #include <string>
 
+#include "common/optimizers.h"
 #include "common/pipeline_shape.h"
 #include "gpipe/models/registry.h"
 
@@ -54,16 +55,9 @@ struct TrainOptions {
   uint64_t seed = 0;
 
   // Optimisation.
-  std::string optimizer = "sgd";  // sgd | rmsprop | adam | adamw
-  double lr = 0.05;
-  double momentum = 0.9;
-  bool nesterov = false;
-  double weight_decay = 0.0;
-  double rmsprop_decay = 0.9;
-  double rmsprop_eps = 1e-3;
-  double adam_beta1 = 0.9;
-  double adam_beta2 = 0.999;
-  double adam_eps = 1e-8;
+  // The optimizer and its settings (common/optimizers.h): sgd | rmsprop | adam | adamw.
+  cli::OptimizerSettings optimizer =
+      cli::OptimizerSettings("sgd").lr(0.05).momentum(0.9).rmsprop_eps(1e-3);
   double label_smoothing = 0.0;
   std::string lr_schedule = "constant";  // constant | cosine | exponential
   int64_t warmup_steps = 0;

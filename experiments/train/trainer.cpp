@@ -279,11 +279,11 @@ TrainResult Trainer::run() {
   if (reports() && !o.metrics.empty())
     log.metrics = MetricsLog(o.metrics, o.resume ? position_.step : -1);
   if (reports()) {
-    log.progress.info(c10::str("model ", o.model.name(), ": ", total_layers_, " layers, ",
-                               result.parameters, " parameters; balance ",
-                               c10::Join(",", shape_.balance), ", M=", o.shape.M, ", checkpoint ",
-                               to_string(o.shape.checkpoint), ", schedule ",
-                               to_string(o.shape.schedule), ", ", o.optimizer, " lr ", o.lr));
+    log.progress.info(
+        c10::str("model ", o.model.name(), ": ", total_layers_, " layers, ", result.parameters,
+                 " parameters; balance ", c10::Join(",", shape_.balance), ", M=", o.shape.M,
+                 ", checkpoint ", to_string(o.shape.checkpoint), ", schedule ",
+                 to_string(o.shape.schedule), ", ", o.optimizer.name(), " lr ", o.optimizer.lr()));
     log.progress.info(
         c10::str("data: ", data_->describe(), "; ", total, " steps of batch ", o.batch_size));
   }
@@ -414,7 +414,6 @@ void Trainer::gather_stage_peaks(TrainResult& result) {
     result.peak_activation_bytes_per_device.push_back(static_cast<int64_t>(peaks[K + s]));
   }
 }
-
 
 // ---- the balance: how many layers each device (and, with virtual stages, each virtual stage)
 // holds, from --plan auto, --stage-balance, --balance or the exact partitioner ---------------
