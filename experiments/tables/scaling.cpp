@@ -239,8 +239,8 @@ struct Profiled {
   double calibration = 1;
 };
 
-// Each check round of a measured run: its projected and measured samples/s.
-using CheckRounds = std::vector<std::pair<double, double>>;
+// Each check round of a measured run: its projected and measured samples/s and calibration.
+using CheckRounds = std::vector<std::tuple<double, double, double>>;
 
 // What every row of run_scaling shares: the options, the result it fills, where the layers are
 // profiled, and the caches that keep one profile per model and micro-batch and one measurement
@@ -424,12 +424,13 @@ std::vector<int64_t> calibration_chunks(const ScalingOptions& options, const Sca
   return {M};
 }
 
-// One round of the calibration `key` of `mr`: a one-device step over its projection.
-double calibration_round(ScalingRun& run, const ModelRun& mr, const costs::CalibrationKey& key) {
+// One round of the calibration `key` of `mr` (layer costs `raw` at key.M): a one-device step
+// over its projection.
+double calibration_round(const ScalingRun& run, const ModelRun& mr,
+                         const costs::CalibrationKey& key, const costs::LayerCosts& raw) {
   const auto& options = run.options;
   const auto t0 = std::chrono::steady_clock::now();
-  const auto step = costs::measure_calibration(*mr.builder, raw_at(run, mr, key.M).costs, key,
-                                               make_optimizer(mr.optimizer),
+  const auto step = costs::measure_calibration(*mr.builder, raw, key, make_optimizer(mr.optimizer),
                                                costs::CalibrationOptions()
                                                    .devices({options.device_type + ":0"})
                                                    .warmup(options.warmup_steps)
@@ -466,7 +467,8 @@ void calibrate_models(ScalingRun& run, const std::vector<std::unique_ptr<ModelRu
   }
   run.calibrations.measure_in_rounds(
       labels, options.calibration_rounds, 0, 0.0, [&](const std::string& label) {
-        return calibration_round(run, *jobs.at(label).first, jobs.at(label).second);
+        const auto& [model_run, key] = jobs.at(label);
+        return calibration_round(run, *model_run, key, raw_at(run, *model_run, key.M).costs);
       });
   for (const auto& label : labels) {
     const auto& [mr, key] = jobs.at(label);
@@ -560,6 +562,21 @@ costs::TrainingMeasurement measure_once(const ScalingRun& run, const ModelRun& m
   return m;
 }
 
+// One check round's costs at M: a fresh profile, calibrated right after it by one measurement at
+// M where the table calibrates (the round's profile, calibration and measured run then share
+// that minute's machine).
+Profiled paired_profile(ScalingRun& run, const ModelRun& mr, int64_t M) {
+  auto raw = profile_layers(run, mr, M);
+  if (!run.options.calibrate || !mr.can_measure) return Profiled{raw.costs, raw.other_cores, 1.0};
+  costs::CalibrationKey key;
+  key.M = M;
+  key.microbatch = mr.model.batch / M;
+  key.threads = run.options.profile.threads();
+  key.checkpoint = run.options.checkpoint;
+  const double ratio = calibration_round(run, mr, key, raw.costs);
+  return Profiled{costs::scaled_compute(raw.costs, ratio), raw.other_cores, ratio};
+}
+
 // Measures `row`'s run for every check round, keeping round 0's measurement under `run_key`
 // and every round's projected and measured samples/s. With check rounds, each round profiles
 // (and calibrates) afresh right before its measurement.
@@ -569,14 +586,13 @@ void measure_rounds(ScalingRun& run, const ModelRun& mr, const Profiled& profile
   const auto& options = run.options;
   auto& rounds = run.check_rounds[run_key];
   for (int r = 0; r < options.check_rounds; ++r) {
-    const auto fresh = options.check_rounds > 1
-                           ? calibrated(run, mr, profile_layers(run, mr, row.M), row.M)
-                           : profiled;
+    const auto fresh = options.check_rounds > 1 ? paired_profile(run, mr, row.M) : profiled;
     auto m = measure_once(run, mr, row, measured_link, r);
     const auto projected = costs::project_step(fresh.costs, row.K, row.M, options.checkpoint,
                                                measured_link.local, row.balance);
     rounds.push_back({costs::samples_per_second(mr.model.batch, projected.step_ms),
-                      costs::samples_per_second(mr.model.batch, m.median_step_ms)});
+                      costs::samples_per_second(mr.model.batch, m.median_step_ms),
+                      fresh.calibration});
     if (r == 0) run.measured_cache[run_key] = std::move(m);
   }
 }
@@ -593,10 +609,11 @@ ProjectionCheck projection_check(const ScalingRow& row, const ScalingRow& mrow,
   check.M = row.M;
   check.link = mrow.link;
   std::vector<double> projected, measured_rate;
-  for (const auto& [p, m] : rounds) {
+  for (const auto& [p, m, calibration] : rounds) {
     projected.push_back(p);
     measured_rate.push_back(m);
     check.round_errors.push_back(p / m - 1.0);
+    check.round_calibrations.push_back(calibration);
   }
   check.measured_samples_per_s = median(measured_rate);
   check.projected_samples_per_s = median(projected);

@@ -61,8 +61,9 @@ struct ScalingOptions {
   int warmup_steps = 1;
   int timed_steps = 5;
   ProfileOptions profile = ProfileOptions().warmup(1).iterations(5).threads(1);
-  // Rounds of each projection check: with more than one, every round profiles the layers afresh
-  // and measures the run right after, so that a projection and its measurement see the same
+  // Rounds of each projection check: with more than one, every round profiles the layers afresh,
+  // calibrates them at the row's M (one measurement, where the table calibrates) and measures
+  // the run right after, so that a projection, its calibration and its measurement see the same
   // machine (this one's speed drifts by tens of percent within minutes); the check compares the
   // medians and keeps every round's error. The table's measured row is round 0's.
   int check_rounds = 1;
@@ -144,6 +145,8 @@ struct ProjectionCheck {
   double other_cores_profiled = 0;
   // Each round's projected / measured - 1 (one entry per round; ScalingOptions::check_rounds).
   std::vector<double> round_errors;
+  // Each round's calibration: the model's (one round), or the round's own (several rounds).
+  std::vector<double> round_calibrations;
   // The check: the median of the rounds' own errors. A round's profile and its measurement run
   // within a minute of each other, so each pair shares that minute's machine, which drifts by
   // tens of percent between rounds; without rounds, the medians' error below.

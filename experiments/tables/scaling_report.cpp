@@ -101,6 +101,7 @@ nlohmann::json check_json(const ProjectionCheck& c) {
           {"error", c.error()},
           {"error_of_medians", c.error_of_medians()},
           {"round_errors", c.round_errors},
+          {"round_calibrations", c.round_calibrations},
           {"other_cores_measured", c.other_cores_measured},
           {"other_cores_profiled", c.other_cores_profiled}};
 }
@@ -223,7 +224,7 @@ void write_check_explanation(std::ostream& out, const ScalingOptions& o) {
          "measured step.";
   if (rounds > 1) {
     out << " Each check ran " << rounds << " rounds, each a fresh profile"
-        << (o.calibrate ? " (scaled by the model's calibration)" : "")
+        << (o.calibrate ? " calibrated right after it at the row's M (one measurement)" : "")
         << " and then the measured run; the samples/s are the "
            "medians over the rounds and the error is the median of the rounds' own errors "
            "(each round's profile and measurement share that minute's machine, which drifts "

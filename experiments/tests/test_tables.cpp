@@ -206,7 +206,7 @@ TEST(ScalingReport, MarkdownCsvAndJsonCarryOursAndThePapers) {
     result.rows.push_back(r);
   }
   normalise(result.rows, "table2", 2, 1);
-  result.checks.push_back({model, "label", 2, 1, "none", 11, 10, 0, 0, {10.0 / 11.0 - 1.0}});
+  result.checks.push_back({model, "label", 2, 1, "none", 11, 10, 0, 0, {10.0 / 11.0 - 1.0}, {1.0}});
   result.calibrations.push_back(
       {model, "AmoebaNet-D (6, 64)", 32, "8x1x1x32x1/always", {1.25, 1.0, 1.1}, 1.1});
   result.rows[2].comm_fraction = 0.25;
