@@ -51,7 +51,7 @@ struct SimulationResult {
   double bubble_fraction = 0;
   std::vector<double> busy_per_device;           // per device
   std::vector<double> peak_inflight_per_device;  // per device, as peak_inflight()
-  std::vector<SimulatedEvent> events;           // the compute actions
+  std::vector<SimulatedEvent> events;            // the compute actions
 };
 
 // Simulates `schedule`, lowering it with `checkpoint` first unless it is already lowered.

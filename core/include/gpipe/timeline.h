@@ -18,7 +18,7 @@ namespace gpipe {
 
 struct TimelineEvent {
   int64_t device = 0;  // the device that ran it (its worker thread)
-  std::string name;  // "F3", "B3", "W3", "R3"; "RECV_F3", "SEND_B3" for messages
+  std::string name;    // "F3", "B3", "W3", "R3"; "RECV_F3", "SEND_B3" for messages
   int64_t step = 0;
   int64_t microbatch = 0;
   double start_us = 0;  // since the timeline's origin
