@@ -49,9 +49,17 @@ std::vector<T> parse_list(const std::string& text, const std::string& flag, Conv
 
 }  // namespace
 
+double leading_number(const std::string& text, size_t* used) {
+  try {
+    return std::stod(text, used);
+  } catch (const std::exception&) {
+    *used = 0;
+    return 0;
+  }
+}
+
 std::vector<double> parse_doubles(const std::string& text, const std::string& flag) {
-  auto values = parse_list<double>(
-      text, flag, [](const std::string& s, size_t* used) { return std::stod(s, used); });
+  auto values = parse_list<double>(text, flag, leading_number);
   for (const double value : values) {
     GPIPE_CHECK(std::isfinite(value), ConfigError, prefix(flag), value, " in '", text,
                 "' is not a finite number");
@@ -133,13 +141,8 @@ CLI::Validator finite_range(double low, double high, Interval interval) {
   const std::string range = c10::str(open, low, ", ", high, close);
   return CLI::Validator(
       [low, high, interval, range](std::string& text) -> std::string {
-        double value = 0;
         size_t used = 0;
-        try {
-          value = std::stod(text, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
+        const double value = leading_number(text, &used);
         if (used != text.size() || text.empty()) return "'" + printable(text) + "' is not a number";
         const bool inside = value >= low && value <= high &&
                             !(interval == Interval::kOpenLow && value == low) &&

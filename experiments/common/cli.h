@@ -21,6 +21,10 @@ using gpipe::kExitBadInput;
 using gpipe::kExitFailure;
 using gpipe::kExitOk;
 
+// The number `text` starts with, as std::stod reads it, with in `used` how many characters it
+// took: 0 (and 0 returned) when it starts with none or the number is out of a double's range.
+// The one reading of a number for every list, range and size of the command line.
+double leading_number(const std::string& text, size_t* used);
 // "1,2.5,3" -> {1, 2.5, 3}. Throws ConfigError naming `flag` and the bad or empty item.
 std::vector<double> parse_doubles(const std::string& text, const std::string& flag);
 std::vector<int64_t> parse_ints(const std::string& text, const std::string& flag);

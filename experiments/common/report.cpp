@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/cli.h"
 #include "gpipe/errors.h"
 
 namespace gpipe {
@@ -99,12 +100,7 @@ std::string format_count(double count) {
 
 int64_t parse_bytes(const std::string& text, const std::string& flag) {
   size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
+  const double value = cli::leading_number(text, &used);
   GPIPE_CHECK(used > 0, ConfigError, flag, ": '", text,
               "' is not a size; write e.g. 8GiB, 512MiB or a number of bytes");
   std::string unit = text.substr(used);
