@@ -81,7 +81,7 @@ TrainingMeasurement measure_training(const models::ModelBuilder& builder,
     const auto start = std::chrono::steady_clock::now();
     result.loss = pipeline.train_step(batch.input, batch.target);
     for (const auto& device : pipeline.devices()) {
-      if (device.is_cuda()) torch::cuda::synchronize(device.index);
+      synchronize(device);
     }
     if (i >= warmup) result.step_ms.push_back(elapsed_ms(start));
   }

@@ -8,11 +8,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <thread>
 
-#include "costs/measured_step.h"
-#include "costs/projection.h"
 #include "gpipe/distributed.h"
 #include "gpipe/errors.h"
 #include "gpipe/memory.h"

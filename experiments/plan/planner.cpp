@@ -3,13 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
 #include <set>
 
 #include "costs/memory.h"
 #include "costs/projection.h"
 #include "gpipe/errors.h"
-#include "gpipe/lowering.h"
 #include "gpipe/partition.h"
 #include "gpipe/simulator.h"
 

@@ -286,7 +286,7 @@ class ConfigSearch {
 
   // The layer costs of `c` at the run's micro-batch: measured once per size at the pipelined
   // micro-batch N/M, and scaled to N for naive-1 (one micro-batch of the whole batch).
-  costs::LayerCosts profile(const models::ModelConfig& c) {
+  costs::LayerCosts run_costs(const models::ModelConfig& c) {
     const auto key = config_key(c);
     auto it = caches_.profiles.find(key);
     if (it == caches_.profiles.end()) {
@@ -304,16 +304,15 @@ class ConfigSearch {
     return costs::scaled_bytes(it->second, run_micro / static_cast<double>(micro_));
   }
 
-  std::vector<int64_t> balance_of(const models::ModelConfig& c) {
-    const auto p = profile(c);
-    if (K_ == 1) return {p.num_layers()};
-    return costs::balance_by_memory(p, K_, state_slots_,
+  std::vector<int64_t> balance_of(const costs::LayerCosts& costs) const {
+    if (K_ == 1) return {costs.num_layers()};
+    return costs::balance_by_memory(costs, K_, state_slots_,
                                     costs::kept_microbatches(schedule_, checkpoint()));
   }
 
-  std::vector<double> predicted_stage_bytes(const models::ModelConfig& c,
-                                            const std::vector<int64_t>& balance) {
-    return costs::predict_peak_bytes(profile(c), schedule_, balance, checkpoint(), state_slots_);
+  std::vector<double> predicted_stage_bytes(const costs::LayerCosts& costs,
+                                            const std::vector<int64_t>& balance) const {
+    return costs::predict_peak_bytes(costs, schedule_, balance, checkpoint(), state_slots_);
   }
 
   double predicted_bytes(const SearchPoint& p) {
@@ -322,7 +321,8 @@ class ConfigSearch {
     const double state = static_cast<double>(parameters(c) * bytes_per_parameter(optimizer_)) /
                          static_cast<double>(K_);
     if (state > 2 * budget_) return state;
-    const auto stages = predicted_stage_bytes(c, balance_of(c));
+    const auto costs = run_costs(c);
+    const auto stages = predicted_stage_bytes(costs, balance_of(costs));
     return *std::max_element(stages.begin(), stages.end());
   }
 
@@ -332,7 +332,7 @@ class ConfigSearch {
     const auto t0 = std::chrono::steady_clock::now();
     const auto builder = models::make_model(c);
     PipelineShape run;
-    run.balance = balance_of(c);
+    run.balance = balance_of(run_costs(c));
     for (int64_t s = 0; s < K_; ++s)
       run.devices.push_back(c10::str("cpu:", s));
     run.M = chunks_;
@@ -371,11 +371,12 @@ class ConfigSearch {
     row.parameters = parameters(chosen);
     row.parameter_bytes = row.parameters * 4;
     row.bytes_per_parameter = bytes_per_parameter(optimizer_);
-    row.balance = balance_of(chosen);
+    const auto costs = run_costs(chosen);
+    row.balance = balance_of(costs);
     row.peak_bytes_per_device = m.peak_bytes;
     row.state_bytes_per_device = m.state_bytes;
     row.peak_activation_bytes_per_device = m.peak_activation_bytes;
-    row.predicted_bytes_per_device = predicted_stage_bytes(chosen, row.balance);
+    row.predicted_bytes_per_device = predicted_stage_bytes(costs, row.balance);
     row.scale = outcome.scale;
     for (const auto& s : outcome.steps) {
       row.search.push_back({size_label(config_at(s.point)), static_cast<int64_t>(s.parameters),

@@ -377,18 +377,40 @@ RawProfile profile_layers(const ScalingRun& run, const ModelRun& mr, int64_t M) 
   return RawProfile{std::move(c), other_cores};
 }
 
+// The caches' key of `mr`'s layer costs at M: the model and its micro-batch.
+std::string costs_key(const ModelRun& mr, int64_t M) {
+  return c10::str(model_key(mr.model), "/b", mr.model.batch / M);
+}
+
+// The calibration step of `model` at M: one device, the model's N in M micro-batches, the
+// profiles' threads and the table's re-materialisation.
+costs::CalibrationKey one_device_key(const ScalingOptions& options, const ScalingModel& model,
+                                     int64_t M) {
+  costs::CalibrationKey key;
+  key.M = M;
+  key.microbatch = model.batch / M;
+  key.threads = options.profile.threads();
+  key.checkpoint = options.checkpoint;
+  return key;
+}
+
 // The layer costs of `mr` at M as profiled, the first time anyone asks for them.
 const RawProfile& raw_at(ScalingRun& run, const ModelRun& mr, int64_t M) {
-  const std::string key = c10::str(model_key(mr.model), "/b", mr.model.batch / M);
+  const auto key = costs_key(mr, M);
   if (!run.raw_cache.count(key)) run.raw_cache[key] = profile_layers(run, mr, M);
   return run.raw_cache.at(key);
+}
+
+// `raw` scaled by the calibration `ratio`.
+Profiled with_calibration(const RawProfile& raw, double ratio) {
+  return Profiled{costs::scaled_compute(raw.costs, ratio), raw.other_cores, ratio};
 }
 
 // `raw` (profiled at M) scaled by its model's calibration at the M nearest to it by ratio (a tie
 // takes the larger M), where the model has one.
 Profiled calibrated(const ScalingRun& run, const ModelRun& mr, const RawProfile& raw, int64_t M) {
   const auto found = run.calibration_of.find(model_key(mr.model));
-  if (found == run.calibration_of.end()) return Profiled{raw.costs, raw.other_cores, 1.0};
+  if (found == run.calibration_of.end()) return with_calibration(raw, 1.0);
   const std::string* nearest = nullptr;
   double best = 0;
   for (const auto& [at, label] : found->second) {  // ascending M: a tie keeps the later one
@@ -398,13 +420,12 @@ Profiled calibrated(const ScalingRun& run, const ModelRun& mr, const RawProfile&
       best = distance;
     }
   }
-  const double ratio = run.calibrations.median(*nearest);
-  return Profiled{costs::scaled_compute(raw.costs, ratio), raw.other_cores, ratio};
+  return with_calibration(raw, run.calibrations.median(*nearest));
 }
 
 // The calibrated layer costs of `mr` at M.
 const Profiled& profiled_at(ScalingRun& run, const ModelRun& mr, int64_t M) {
-  const std::string key = c10::str(model_key(mr.model), "/b", mr.model.batch / M);
+  const auto key = costs_key(mr, M);
   if (!run.costs_cache.count(key))
     run.costs_cache[key] = calibrated(run, mr, raw_at(run, mr, M), M);
   return run.costs_cache.at(key);
@@ -453,11 +474,7 @@ void calibrate_models(ScalingRun& run, const std::vector<std::unique_ptr<ModelRu
   for (const auto& mr : model_runs) {
     if (!mr->can_measure || run.calibration_of.count(model_key(mr->model))) continue;
     for (const int64_t M : calibration_chunks(options, mr->model)) {
-      costs::CalibrationKey key;
-      key.M = M;
-      key.microbatch = mr->model.batch / M;
-      key.threads = options.profile.threads();
-      key.checkpoint = options.checkpoint;
+      const auto key = one_device_key(options, mr->model, M);
       const auto label = c10::str(mr->model.label, " ", key.name());
       run.calibration_of[model_key(mr->model)][M] = label;
       labels.push_back(label);
@@ -567,14 +584,9 @@ costs::TrainingMeasurement measure_once(const ScalingRun& run, const ModelRun& m
 // that minute's machine).
 Profiled paired_profile(ScalingRun& run, const ModelRun& mr, int64_t M) {
   auto raw = profile_layers(run, mr, M);
-  if (!run.options.calibrate || !mr.can_measure) return Profiled{raw.costs, raw.other_cores, 1.0};
-  costs::CalibrationKey key;
-  key.M = M;
-  key.microbatch = mr.model.batch / M;
-  key.threads = run.options.profile.threads();
-  key.checkpoint = run.options.checkpoint;
-  const double ratio = calibration_round(run, mr, key, raw.costs);
-  return Profiled{costs::scaled_compute(raw.costs, ratio), raw.other_cores, ratio};
+  if (!run.options.calibrate || !mr.can_measure) return with_calibration(raw, 1.0);
+  return with_calibration(
+      raw, calibration_round(run, mr, one_device_key(run.options, mr.model, M), raw.costs));
 }
 
 // Measures `row`'s run for every check round, keeping round 0's measurement under `run_key`

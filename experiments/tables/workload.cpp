@@ -1,11 +1,9 @@
 #include "tables/workload.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "common/optimizers.h"
 #include "gpipe/errors.h"
-#include "gpipe/timing.h"
 
 namespace gpipe::tables {
 
