@@ -59,16 +59,19 @@ class SyncBatchNormFunction : public torch::autograd::Function<SyncBatchNormFunc
     const auto xhat = (input - mean.view(shape)) * invstd.view(shape);
     const auto sum_dy = dy.sum(dims);
     const auto sum_dy_xhat = (dy * xhat).sum(dims);
-    auto sums = torch::cat({sum_dy, sum_dy_xhat}).to(torch::kDouble);
-    replicas->sum_batchnorm_statistics(sums);
-    const auto means = (sums / count).to(dy.scalar_type());
-    auto scale = weight.defined() ? invstd * weight : invstd;
-    auto dx = (dy - means.narrow(0, 0, c).view(shape) - xhat * means.narrow(0, c, c).view(shape)) *
-              scale.view(shape);
-    torch::Tensor dweight, dbias;
+    torch::Tensor dx, dweight, dbias;
+    // A split backward's W asks for the local weight and bias gradients alone: no collective.
+    if (ctx->needs_input_grad(0)) {
+      auto sums = torch::cat({sum_dy, sum_dy_xhat}).to(torch::kDouble);
+      replicas->sum_batchnorm_statistics(sums);
+      const auto means = (sums / count).to(dy.scalar_type());
+      auto scale = weight.defined() ? invstd * weight : invstd;
+      dx = (dy - means.narrow(0, 0, c).view(shape) - xhat * means.narrow(0, c, c).view(shape)) *
+           scale.view(shape);
+    }
     if (weight.defined()) {
-      dweight = sum_dy_xhat;
-      dbias = sum_dy;
+      if (ctx->needs_input_grad(1)) dweight = sum_dy_xhat;
+      if (ctx->needs_input_grad(2)) dbias = sum_dy;
     }
     return {dx, dweight, dbias, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }

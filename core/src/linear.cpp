@@ -2,19 +2,17 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
-#include "gpipe/layer.h"
-#include "gpipe/weight_grad.h"
-
 namespace gpipe {
 namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// dW += g^T x and db += sum(g), accumulated in place into the parameters' .grad.
+// dW += g^T x and db += sum(g), accumulated in place into the parameters' .grad, each where
+// the backward in progress asks for it.
 void accumulate_weight_grad(torch::Tensor weight, torch::Tensor bias, const torch::Tensor& grad_2d,
-                            const torch::Tensor& input_2d) {
-  if (weight.requires_grad()) {
+                            const torch::Tensor& input_2d, bool weight_wanted, bool bias_wanted) {
+  if (weight_wanted) {
     auto& weight_grad = weight.mutable_grad();
     if (weight_grad.defined()) {
       weight_grad.addmm_(grad_2d.t(), input_2d);
@@ -22,7 +20,7 @@ void accumulate_weight_grad(torch::Tensor weight, torch::Tensor bias, const torc
       weight_grad = torch::mm(grad_2d.t(), input_2d);
     }
   }
-  if (bias.defined() && bias.requires_grad()) {
+  if (bias_wanted) {
     auto& bias_grad = bias.mutable_grad();
     if (bias_grad.defined()) {
       bias_grad.add_(grad_2d.sum(0));
@@ -32,8 +30,9 @@ void accumulate_weight_grad(torch::Tensor weight, torch::Tensor bias, const torc
   }
 }
 
-// y = x W^T + b. Backward returns dx and adds dW, db to the parameters' .grad in place, at once
-// or, inside a split B, later in W (the micro-batch's WeightGradQueue).
+// y = x W^T + b. Backward returns dx and adds dW, db to the parameters' .grad in place, each only
+// where the engine asks for it: a split B (backward_split.h) asks for dx alone, its W for dW and
+// db alone.
 class FusedLinearFunction : public torch::autograd::Function<FusedLinearFunction> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input,
@@ -42,8 +41,6 @@ class FusedLinearFunction : public torch::autograd::Function<FusedLinearFunction
     ctx->save_for_backward({input});
     ctx->saved_data["weight"] = weight;
     ctx->saved_data["bias"] = bias;
-    const auto* context = current_layer_context();
-    ctx->saved_data["weight_grad_token"] = context != nullptr ? context->weight_grad_token : 0;
     return torch::linear(input, weight, bias.value_or(torch::Tensor()));
   }
 
@@ -55,13 +52,12 @@ class FusedLinearFunction : public torch::autograd::Function<FusedLinearFunction
     const auto& grad = grad_outputs[0];
     torch::Tensor grad_input;
     if (ctx->needs_input_grad(0)) grad_input = grad.matmul(weight);
-    const auto grad_2d = grad.reshape({-1, grad.size(-1)});
-    const auto input_2d = input.reshape({-1, input.size(-1)});
-    const int64_t token = ctx->saved_data["weight_grad_token"].toInt();
-    const bool deferred = WeightGradQueue::defer(token, [weight, bias, grad_2d, input_2d] {
-      accumulate_weight_grad(weight, bias, grad_2d, input_2d);
-    });
-    if (!deferred) accumulate_weight_grad(weight, bias, grad_2d, input_2d);
+    const bool weight_wanted = ctx->needs_input_grad(1);
+    const bool bias_wanted = bias.defined() && ctx->needs_input_grad(2);
+    if (weight_wanted || bias_wanted) {
+      accumulate_weight_grad(weight, bias, grad.reshape({-1, grad.size(-1)}),
+                             input.reshape({-1, input.size(-1)}), weight_wanted, bias_wanted);
+    }
     return {grad_input, torch::Tensor(), torch::Tensor()};
   }
 };

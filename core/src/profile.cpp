@@ -5,25 +5,13 @@
 #include <algorithm>
 #include <chrono>
 
+#include "gpipe/backward_split.h"
 #include "gpipe/errors.h"
 #include "gpipe/memory.h"
 #include "gpipe/timing.h"
-#include "gpipe/weight_grad.h"
 
 namespace gpipe {
 namespace {
-
-// Backward from `outputs` with unit gradients on everything that requires grad.
-void backward_all(const Activations& outputs) {
-  std::vector<torch::Tensor> roots, grads;
-  for (const auto& t : outputs) {
-    if (t.defined() && t.requires_grad()) {
-      roots.push_back(t);
-      grads.push_back(torch::ones_like(t));
-    }
-  }
-  if (!roots.empty()) torch::autograd::backward(roots, grads);
-}
 
 // One forward of `layer` on `input`, in milliseconds: with or without autograd recording, and as
 // a first run or as the replay of a recompute. The output is dropped.
@@ -76,11 +64,8 @@ struct KeptRun {
 KeptRun kept_run(Layer& layer, const Activations& input, size_t index, const DeviceSpec& device) {
   KeptRun out;
   const int64_t before = memory::stats(device).current_bytes;
-  WeightGradQueue weight_grads;
-  weight_grads.set_deferring(true);
   LayerContext context;
   context.layer = static_cast<int64_t>(index);
-  context.weight_grad_token = weight_grads.token();
   LayerContextGuard guard(&context);
   auto start = std::chrono::steady_clock::now();
   out.output = layer.forward(input);
@@ -89,12 +74,12 @@ KeptRun kept_run(Layer& layer, const Activations& input, size_t index, const Dev
   const memory::PeakWindow backward_window(device);
   const int64_t after_forward = backward_window.start_bytes();
   start = std::chrono::steady_clock::now();
-  backward_all(out.output);
+  auto split = backward_input(out.output, {}, input, layer.parameters());
   if (device.is_cuda()) torch::cuda::synchronize();
   out.backward_ms = elapsed_ms(start);
-  const bool deferred = !weight_grads.empty();
+  const bool deferred = !split.weights.empty();
   start = std::chrono::steady_clock::now();
-  weight_grads.run();
+  split.weights.run();
   if (device.is_cuda()) torch::cuda::synchronize();
   out.weight_ms = deferred ? elapsed_ms(start) : 0.0;
   out.activation_bytes = after_forward - before;

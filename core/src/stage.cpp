@@ -70,7 +70,7 @@ Stage::Pending& Stage::pending(int64_t m) {
   return pending_[m];
 }
 
-Activations Stage::run_layers(int64_t m, Activations x, bool recompute, int64_t weight_grad_token) {
+Activations Stage::run_layers(int64_t m, Activations x, bool recompute) {
   for (size_t i = 0; i < layers_.size(); ++i) {
     LayerContext context;
     context.seed = seed_;
@@ -78,7 +78,6 @@ Activations Stage::run_layers(int64_t m, Activations x, bool recompute, int64_t 
     context.microbatch = m;
     context.layer = first_layer_ + static_cast<int64_t>(i);
     context.recompute = recompute;
-    context.weight_grad_token = weight_grad_token;
     context.replicas = batchnorm_replicas_;
     LayerContextGuard guard(&context);
     x = layers_[i]->forward(x);
@@ -87,7 +86,7 @@ Activations Stage::run_layers(int64_t m, Activations x, bool recompute, int64_t 
 }
 
 void Stage::run_forward(Pending& p, int64_t m, bool recompute) {
-  p.output = run_layers(m, p.input, recompute, p.weight_grads->token());
+  p.output = run_layers(m, p.input, recompute);
   if (is_last() && p.loss_fn != nullptr) {
     auto loss = (*p.loss_fn)(p.output, p.target);
     GPIPE_CHECK(loss.numel() == 1, ConfigError,
@@ -101,7 +100,6 @@ Activations Stage::forward(int64_t m, const Activations& input, bool checkpoint,
   auto& p = pending(m);
   GPIPE_CHECK(!p.active, ConfigError, "stage ", index_, " ran F", m, " twice in step ", step_);
   p.active = true;
-  p.weight_grads = std::make_unique<WeightGradQueue>();
   // Stage 0's inputs are data: nothing upstream needs their gradient.
   p.input = detach_for_stage(input, torch_device_, /*requires_grad=*/!is_first());
   p.checkpointed = checkpoint;
@@ -161,30 +159,30 @@ Activations Stage::backward(int64_t m, const Activations& grad_output, bool defe
                           : grad_output[i].to(torch_device_, /*non_blocking=*/true));
     }
   }
-  p.weight_grads->set_deferring(defer_weights);
-  if (!roots.empty()) torch::autograd::backward(roots, grads);
-  p.weight_grads->set_deferring(false);
   Activations grad_input;
+  if (defer_weights) {
+    auto split = backward_input(roots, grads, p.input, parameters());
+    grad_input = std::move(split.grads);
+    // Only what W needs outlives B.
+    p = Pending{};
+    p.active = true;
+    p.split = true;
+    p.weight_grads = std::move(split.weights);
+    return grad_input;
+  }
+  if (!roots.empty()) torch::autograd::backward(roots, grads);
   for (const auto& in : p.input) {
     grad_input.push_back(in.defined() && in.requires_grad() ? in.grad() : torch::Tensor());
   }
-  if (defer_weights) {
-    // Only the queue (and what it holds for W) outlives B.
-    auto queue = std::move(p.weight_grads);
-    p = Pending{};
-    p.active = true;
-    p.weight_grads = std::move(queue);
-  } else {
-    p = Pending{};
-  }
+  p = Pending{};
   return grad_input;
 }
 
 void Stage::backward_weight(int64_t m) {
   auto& p = pending(m);
-  GPIPE_CHECK(p.active && p.weight_grads != nullptr && p.input.empty() && p.output.empty(),
-              ConfigError, "stage ", index_, " ran W", m, " before a split B", m);
-  p.weight_grads->run();
+  GPIPE_CHECK(p.active && p.split, ConfigError, "stage ", index_, " ran W", m, " before a split B",
+              m);
+  p.weight_grads.run();
   p = Pending{};
 }
 

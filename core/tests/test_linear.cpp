@@ -51,34 +51,5 @@ TEST(Linear, NoGraphUnderNoGrad) {
   EXPECT_FALSE(layer(torch::randn({1, 3})).requires_grad());
 }
 
-TEST(Linear, SplitBackwardDefersTheWeightGradientToW) {
-  // One stage of two Linear layers: a split B leaves the weight gradients for W, and B then W
-  // gives what a whole backward gives.
-  auto build = [] {
-    torch::manual_seed(4);
-    return LayerList{make_layer("a", Linear(5, 6)), make_layer("b", Linear(6, 3))};
-  };
-  const auto x = torch::randn({4, 5});
-  const auto y = torch::randint(0, 3, {4});
-  const LossFn loss = cross_entropy_loss();
-  auto run = [&](const LayerList& layers, bool split) {
-    Stage stage(0, 1, layers, 0, DeviceSpec::parse("cpu:0"));
-    stage.begin_step(0, 1, 0);
-    stage.forward(0, {x}, /*checkpoint=*/false, y, 1.0, &loss);
-    stage.backward(0, {}, /*defer_weights=*/split);
-    if (split) {
-      for (const auto& p : stage.parameters())
-        EXPECT_FALSE(p.grad().defined()) << "a weight gradient ran in B";
-      stage.backward_weight(0);
-    }
-    return stage.parameters();
-  };
-  const auto whole = run(build(), false);
-  const auto split = run(build(), true);
-  ASSERT_EQ(whole.size(), split.size());
-  for (size_t i = 0; i < whole.size(); ++i)
-    expect_close(split[i].grad(), whole[i].grad(), 1e-6, 1e-7, "parameter " + std::to_string(i));
-}
-
 }  // namespace
 }  // namespace gpipe::testing

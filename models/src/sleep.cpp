@@ -10,7 +10,6 @@
 #include <thread>
 
 #include "gpipe/errors.h"
-#include "gpipe/weight_grad.h"
 
 namespace gpipe::models {
 namespace {
@@ -29,8 +28,11 @@ void sleep_ms(double ms,
                                     std::chrono::duration<double, std::milli>(ms)));
 }
 
-// y = x * scale, sleeping in forward and backward. Inside a split B the weight share of the
-// backward (sleep and d scale) is deferred to W, as gpipe::Linear defers its weight gradient.
+// y = x * scale, sleeping in forward and backward. The backward sleeps its input-gradient share
+// where the engine asks for d x and its weight share where it asks for d scale: a split B sleeps
+// the first, its W the second (backward_split.h). Where x needs no gradient (the first layer) the
+// input-gradient share is slept with the weight share, so that the layer's backward always takes
+// its whole time.
 class SleepFunction : public torch::autograd::Function<SleepFunction> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
@@ -40,27 +42,21 @@ class SleepFunction : public torch::autograd::Function<SleepFunction> {
     ctx->save_for_backward({x, scale});
     ctx->saved_data["backward_ms"] = backward_ms;
     ctx->saved_data["weight_ms"] = weight_ms;
-    const auto* context = current_layer_context();
-    ctx->saved_data["weight_grad_token"] = context != nullptr ? context->weight_grad_token : 0;
+    ctx->saved_data["input_needs_grad"] = x.requires_grad();
     return x * scale;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const double weight_ms = ctx->saved_data["weight_ms"].toDouble();
-    sleep_ms(ctx->saved_data["backward_ms"].toDouble() - weight_ms);
     const auto saved = ctx->get_saved_variables();
     const auto& g = grad_outputs[0];
-    const torch::Tensor x = saved[0];
-    torch::Tensor scale = saved[1];
-    const bool deferred = WeightGradQueue::defer(ctx->saved_data["weight_grad_token"].toInt(),
-                                                 [weight_ms, g, x, scale]() mutable {
-                                                   sleep_ms(weight_ms);
-                                                   auto& grad = scale.mutable_grad();
-                                                   const auto d = (g * x).sum().reshape({1});
-                                                   grad = grad.defined() ? grad + d : d;
-                                                 });
-    if (!deferred) sleep_ms(weight_ms);
-    return {g * scale, deferred ? torch::Tensor() : (g * x).sum().reshape({1}), torch::Tensor(),
+    const bool input_wanted = ctx->needs_input_grad(0);
+    const bool scale_wanted = ctx->needs_input_grad(1);
+    if (input_wanted || !ctx->saved_data["input_needs_grad"].toBool())
+      sleep_ms(ctx->saved_data["backward_ms"].toDouble() - weight_ms);
+    if (scale_wanted) sleep_ms(weight_ms);
+    return {input_wanted ? g * saved[1] : torch::Tensor(),
+            scale_wanted ? (g * saved[0]).sum().reshape({1}) : torch::Tensor(), torch::Tensor(),
             torch::Tensor(), torch::Tensor()};
   }
 };

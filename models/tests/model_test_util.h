@@ -81,31 +81,103 @@ inline Reference plain_step(const LayerList& layers, const torch::Tensor& input,
   return ref;
 }
 
-// A K-stage pipeline of `builder`'s model (even balance, M micro-batches, one thread a stage)
-// computes the same loss and gradients as the plain model, in training mode or (eval_mode) with
-// every layer in eval mode. Both are built from the builder, so this also checks that two builds
-// give the same weights.
+// How expect_transparent runs the pipeline.
+struct PipelineRun {
+  ScheduleKind schedule = ScheduleKind::kGPipe;
+  Checkpoint checkpoint = Checkpoint::kExceptLast;
+  bool eval_mode = false;  // every layer in eval mode (BatchNorm on running statistics)
+};
+
+// `num_layers` layers as `kind` places them on K devices: an even split into K x v stages, and
+// the balance that sums each device's stages.
+inline PipelineOptions placed(ScheduleKind kind, int64_t num_layers, int64_t K) {
+  const int64_t v = default_virtual_stages(kind);
+  const auto stages = even_balance(num_layers, K * v);
+  return PipelineOptions(sum_per_device(kind, K, stages)).stage_balance(stages).schedule(kind);
+}
+
+// A K-device pipeline of `builder`'s model (even stages, M micro-batches, one thread a device)
+// computes the same loss and gradients as the plain model. Both are built from the builder, so
+// this also checks that two builds give the same weights.
 inline void expect_transparent(const ModelBuilder& builder, int64_t K, int64_t M, int64_t N,
-                               double rtol, double atol, bool eval_mode = false) {
-  SCOPED_TRACE(builder.name() + " K=" + std::to_string(K) + " M=" + std::to_string(M) +
-               (eval_mode ? " eval" : " train"));
+                               double rtol, double atol, const PipelineRun& run = {}) {
+  SCOPED_TRACE(builder.name() + " K=" + std::to_string(K) + " M=" + std::to_string(M) + " " +
+               to_string(run.schedule) + " checkpoint " + to_string(run.checkpoint) +
+               (run.eval_mode ? " eval" : " train"));
   const auto batch = builder.sample_batch(N, /*seed=*/17);
   auto plain = builder.build();
   for (auto& layer : plain)
-    layer->train(!eval_mode);
+    layer->train(!run.eval_mode);
   const auto ref = plain_step(plain, batch.input, batch.target, builder.loss(), M);
 
-  Pipeline pipe(
-      builder.build(),
-      PipelineOptions(even_balance(builder.num_layers(), K)).chunks(M).threads_per_device(1),
-      builder.loss());
-  pipe.train(!eval_mode);
+  Pipeline pipe(builder.build(),
+                placed(run.schedule, builder.num_layers(), K)
+                    .chunks(M)
+                    .checkpoint(run.checkpoint)
+                    .threads_per_device(1),
+                builder.loss());
+  pipe.train(!run.eval_mode);
   const double loss = pipe.forward_backward({batch.input}, batch.target);
   EXPECT_NEAR(loss, ref.loss, 1e-5 * std::abs(ref.loss) + 1e-6);
   const auto named = pipe.named_parameters();
   ASSERT_EQ(named.size(), ref.grads.size());
   for (const auto& [name, param] : named)
     expect_close(param.grad(), ref.grads.at(name), rtol, atol, name);
+}
+
+// Every schedule and re-materialisation mode at K = 2 (the zero-bubble ones split every
+// layer's backward into B and W: backward_split.h).
+inline void expect_transparent_under_every_schedule(const ModelBuilder& builder, int64_t M,
+                                                    int64_t N, double rtol, double atol) {
+  for (auto kind : {ScheduleKind::kGPipe, ScheduleKind::k1F1B, ScheduleKind::kInterleaved1F1B,
+                    ScheduleKind::kZBH1, ScheduleKind::kZBV}) {
+    for (auto checkpoint : {Checkpoint::kAlways, Checkpoint::kExceptLast, Checkpoint::kNever})
+      expect_transparent(builder, 2, M, N, rtol, atol, {kind, checkpoint});
+  }
+}
+
+// Each layer of the model on its own: B then W (backward_split.h) leaves the input gradient and
+// the parameter gradients of one whole backward, and B alone leaves no parameter gradient. The
+// first layer takes data (its input needs no gradient), the others activations.
+inline void expect_every_layer_splits(const ModelBuilder& builder, int64_t N, double rtol,
+                                      double atol) {
+  auto whole = builder.build();
+  auto split = builder.build();
+  const auto batch = builder.sample_batch(N, /*seed=*/5);
+  Activations x{batch.input};
+  for (size_t i = 0; i < whole.size(); ++i) {
+    SCOPED_TRACE("layer " + std::to_string(i) + " (" + whole[i]->label() + ")");
+    const auto input_whole = detach_for_stage(x, torch::kCPU, /*requires_grad=*/i > 0);
+    const auto input_split = detach_for_stage(x, torch::kCPU, /*requires_grad=*/i > 0);
+    const auto y_whole = whole[i]->forward(input_whole);
+    const auto y_split = split[i]->forward(input_split);
+    std::vector<torch::Tensor> roots_whole, roots_split, grads;
+    torch::manual_seed(static_cast<uint64_t>(i));
+    for (size_t j = 0; j < y_whole.size(); ++j) {
+      if (!y_whole[j].defined() || !y_whole[j].requires_grad()) continue;
+      roots_whole.push_back(y_whole[j]);
+      roots_split.push_back(y_split[j]);
+      grads.push_back(torch::randn_like(y_whole[j]));
+    }
+    torch::autograd::backward(roots_whole, grads);
+    auto b = backward_input(roots_split, grads, input_split, split[i]->parameters());
+    for (const auto& p : split[i]->parameters())
+      EXPECT_FALSE(p.grad().defined()) << "a parameter gradient ran in B";
+    const auto params_whole = whole[i]->parameters();
+    EXPECT_EQ(b.weights.empty(), params_whole.empty()) << "W is empty exactly without parameters";
+    b.weights.run();
+    for (size_t j = 0; j < input_whole.size(); ++j) {
+      if (input_whole[j].requires_grad())
+        expect_close(b.grads[j], input_whole[j].grad(), rtol, atol, "input gradient");
+    }
+    const auto params_split = split[i]->parameters();
+    for (size_t j = 0; j < params_whole.size(); ++j)
+      expect_close(params_split[j].grad(), params_whole[j].grad(), rtol, atol,
+                   "parameter " + std::to_string(j));
+    x.clear();
+    for (const auto& t : y_whole)
+      x.push_back(t.defined() ? t.detach() : t);
+  }
 }
 
 // Losses of `steps` SGD steps of a K-stage pipeline with M micro-batches and dropout seed 5.

@@ -182,7 +182,21 @@ TEST(AmoebaNet, PipelineIsTransparent) {
   testing::expect_transparent(builder, 9, /*M=*/2, /*N=*/4, 1e-3, 1e-5);
   // Eval-mode BatchNorm (running statistics).
   AmoebaNetBuilder b(small(amoebanet_b_genotype()));
-  testing::expect_transparent(b, 4, /*M=*/2, /*N=*/4, 1e-3, 1e-5, /*eval_mode=*/true);
+  testing::PipelineRun eval;
+  eval.eval_mode = true;
+  testing::expect_transparent(b, 4, /*M=*/2, /*N=*/4, 1e-3, 1e-5, eval);
+}
+
+TEST(AmoebaNet, EveryScheduleIsTransparent) {
+  testing::expect_transparent_under_every_schedule(AmoebaNetBuilder(small()), /*M=*/4, /*N=*/8,
+                                                   1e-3, 1e-5);
+}
+
+TEST(AmoebaNet, EveryLayerAndOperationSplitsItsBackward) {
+  // AmoebaNet-D's and -B's cells together use every operation kind (amoebanet_genotype.h).
+  testing::expect_every_layer_splits(AmoebaNetBuilder(small()), /*N=*/4, 1e-4, 1e-6);
+  testing::expect_every_layer_splits(AmoebaNetBuilder(small(amoebanet_b_genotype())), /*N=*/4, 1e-4,
+                                     1e-6);
 }
 
 TEST(AmoebaNet, RunningStatisticsDoNotDependOnKAndSeeTheWholeMiniBatch) {

@@ -2,6 +2,7 @@
 
 #include "gpipe/errors.h"
 #include "gpipe/models/mlp.h"
+#include "model_test_util.h"
 
 namespace gpipe::models {
 namespace {
@@ -31,6 +32,12 @@ TEST(Mlp, AnalyticCountEqualsBuiltLayers) {
 TEST(Mlp, BadSizes) {
   EXPECT_THROW(make_mlp(MlpOptions(0, 4, 1, 2)), ConfigError);
   EXPECT_THROW(make_mlp(MlpOptions(3, 4, -1, 2)), ConfigError);
+}
+
+TEST(Mlp, EveryLayerSplitsItsBackward) {
+  // gpipe::Linear, ReLU, deferred BatchNorm: B then W equals one whole backward.
+  testing::expect_every_layer_splits(MlpBuilder(MlpOptions(12, 16, 4, 5).batch_norm(true)),
+                                     /*N=*/6, 1e-5, 1e-6);
 }
 
 }  // namespace

@@ -93,6 +93,15 @@ TEST(Transformer, PipelineIsTransparent) {
     testing::expect_transparent(builder, K, /*M=*/2, /*N=*/4, 1e-4, 1e-6);
 }
 
+TEST(Transformer, EveryScheduleIsTransparent) {
+  testing::expect_transparent_under_every_schedule(TransformerBuilder(small().layers(4)), /*M=*/4,
+                                                   /*N=*/8, 1e-4, 1e-6);
+}
+
+TEST(Transformer, EveryBlockSplitsItsBackward) {
+  testing::expect_every_layer_splits(TransformerBuilder(small().layers(2)), /*N=*/4, 1e-4, 1e-6);
+}
+
 TEST(Transformer, LossesDoNotDependOnKWithDropout) {
   testing::expect_k_invariant(TransformerBuilder(small().layers(4).dropout(0.2)),
                               TransformerBuilder(small().layers(4)), /*M=*/2, /*N=*/4,

@@ -23,4 +23,4 @@
 #include "gpipe/stage.h"
 #include "gpipe/timeline.h"
 #include "gpipe/transport.h"
-#include "gpipe/weight_grad.h"
+#include "gpipe/backward_split.h"

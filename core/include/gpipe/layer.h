@@ -88,8 +88,6 @@ struct LayerContext {
   int64_t microbatch = 0;
   int64_t layer = 0;  // global index of the layer in the whole pipeline
   bool recompute = false;
-  // The micro-batch's WeightGradQueue (weight_grad.h); 0 outside a pipeline.
-  int64_t weight_grad_token = 0;
   // Sums BatchNorm statistics over the stage's replicas (synchronised BatchNorm), or null.
   StepCollectives* replicas = nullptr;
 

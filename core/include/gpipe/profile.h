@@ -25,8 +25,8 @@ struct LayerProfile {
   // running statistics again (a double-precision pass over the input), so it can be cheaper.
   double recompute_ms = 0;
   double backward_ms = 0;  // the whole backward, B and W together
-  // The weight-gradient part (W) of backward_ms: work the layer defers when a schedule splits its
-  // backward (gpipe::Linear); exactly 0 for layers that cannot split (weight_grad.h).
+  // The weight-gradient part (W) of backward_ms: what a split backward leaves for W
+  // (backward_split.h); 0 for a layer without parameters.
   double weight_ms = 0;
   int64_t parameter_bytes = 0;
   // Bytes the layer's forward keeps alive for its backward (its output and saved tensors).

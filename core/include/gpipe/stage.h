@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "gpipe/backward_split.h"
 #include "gpipe/device.h"
 #include "gpipe/layer.h"
 #include "gpipe/loss.h"
-#include "gpipe/weight_grad.h"
 
 namespace gpipe {
 
@@ -49,8 +49,8 @@ class Stage {
   // B(m): backward from the received output gradients (ignored on the last stage, which starts
   // from its loss). Returns the gradients of the stage's inputs. A checkpointed F(m) needs its
   // R(m) first: without it B throws InternalError (lower() places every R). With `defer_weights`
-  // the layers that can split queue their weight gradients for backward_weight(m) and the
-  // micro-batch stays held until then; otherwise it is freed.
+  // B computes only the input gradients and leaves the weight gradients for backward_weight(m)
+  // (backward_split.h: every layer splits); otherwise the micro-batch is freed.
   Activations backward(int64_t m, const Activations& grad_output, bool defer_weights = false);
   // W(m): the weight gradients a split B(m) deferred; frees the micro-batch.
   void backward_weight(int64_t m);
@@ -85,13 +85,14 @@ class Stage {
     torch::Tensor target;
     double weight = 1.0;
     const LossFn* loss_fn = nullptr;
-    std::unique_ptr<WeightGradQueue> weight_grads;
+    WeightGradients weight_grads;  // what a split B left for W
+    bool split = false;
     bool checkpointed = false;
     bool active = false;
   };
 
   // Runs every layer, each inside its LayerContext.
-  Activations run_layers(int64_t m, Activations x, bool recompute, int64_t weight_grad_token = 0);
+  Activations run_layers(int64_t m, Activations x, bool recompute);
   // The layers plus, on the last stage, the weighted loss.
   void run_forward(Pending& p, int64_t m, bool recompute);
   Pending& pending(int64_t m);
