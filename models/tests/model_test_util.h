@@ -13,6 +13,7 @@
 #include "gpipe/gpipe.h"
 #include "gpipe/models/model.h"
 #include "one_intra_op_thread.h"
+#include "split_check.h"
 
 namespace gpipe::models::testing {
 
@@ -136,8 +137,7 @@ inline void expect_transparent_under_every_schedule(const ModelBuilder& builder,
   }
 }
 
-// Each layer of the model on its own: B then W (backward_split.h) leaves the input gradient and
-// the parameter gradients of one whole backward, and B alone leaves no parameter gradient. The
+// Each layer of the model on its own, as expect_split_matches (split_check.h) checks it. The
 // first layer takes data (its input needs no gradient), the others activations.
 inline void expect_every_layer_splits(const ModelBuilder& builder, int64_t N, double rtol,
                                       double atol) {
@@ -160,20 +160,14 @@ inline void expect_every_layer_splits(const ModelBuilder& builder, int64_t N, do
       grads.push_back(torch::randn_like(y_whole[j]));
     }
     torch::autograd::backward(roots_whole, grads);
-    auto b = backward_input(roots_split, grads, input_split, split[i]->parameters());
-    for (const auto& p : split[i]->parameters())
-      EXPECT_FALSE(p.grad().defined()) << "a parameter gradient ran in B";
-    const auto params_whole = whole[i]->parameters();
-    EXPECT_EQ(b.weights.empty(), params_whole.empty()) << "W is empty exactly without parameters";
-    b.weights.run();
-    for (size_t j = 0; j < input_whole.size(); ++j) {
-      if (input_whole[j].requires_grad())
-        expect_close(b.grads[j], input_whole[j].grad(), rtol, atol, "input gradient");
-    }
-    const auto params_split = split[i]->parameters();
-    for (size_t j = 0; j < params_whole.size(); ++j)
-      expect_close(params_split[j].grad(), params_whole[j].grad(), rtol, atol,
-                   "parameter " + std::to_string(j));
+    std::vector<torch::Tensor> expected_inputs, expected_parameters;
+    for (const auto& t : input_whole)
+      expected_inputs.push_back(t.requires_grad() ? t.grad() : torch::Tensor());
+    for (const auto& p : whole[i]->parameters())
+      expected_parameters.push_back(p.grad());
+    gpipe::testing::expect_split_matches(roots_split, grads, input_split, split[i]->parameters(),
+                                         gpipe::testing::parameters_kept_in_b(*split[i]),
+                                         expected_inputs, expected_parameters, rtol, atol);
     x.clear();
     for (const auto& t : y_whole)
       x.push_back(t.defined() ? t.detach() : t);
