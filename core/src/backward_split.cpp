@@ -2,6 +2,7 @@
 
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
@@ -92,6 +93,20 @@ bool keeps_weights_in_b(const Node& node, const NodeSet& weights, const Graph& g
   }
   return true;
 }
+
+// Frees what a node saved for its backward once B has run it: B keeps the graph for W, but only
+// the weight nodes run again.
+class ReleaseAfterRun : public torch::autograd::FunctionPostHook {
+ public:
+  explicit ReleaseAfterRun(Node* node) : node_(node) {}
+  variable_list operator()(const variable_list& outputs, const variable_list& /*inputs*/) override {
+    node_->release_variables();
+    return outputs;
+  }
+
+ private:
+  Node* node_;  // owns this hook
+};
 
 // Adds `grad` to the parameter's .grad, as its accumulator would.
 void accumulate(torch::Tensor parameter, const torch::Tensor& grad) {
@@ -197,9 +212,15 @@ InputGradients backward_input(const std::vector<torch::Tensor>& roots,
     }
     weight_nodes.push_back(node->shared_from_this());
   }
+  NodeSet runs_again;
   for (const auto& node : weight_nodes) {
+    runs_again.insert(node.get());
     for (uint32_t j = 0; j < node->num_inputs(); ++j)
       outputs.emplace_back(node, j);
+  }
+  for (Node* node : graph.nodes) {
+    if (!weights.count(node) && !runs_again.count(node))
+      node->add_post_hook(std::make_unique<ReleaseAfterRun>(node));
   }
   auto [b_roots, b_grads, recorded] = weight_side_roots(root_edges, grads, weights);
   // Only the activation side runs: a node computes an output only where it leads to an output.

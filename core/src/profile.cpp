@@ -57,9 +57,17 @@ bool settled(std::initializer_list<std::vector<double>> series, double settle) {
 // bytes the forward kept and the backward's workspace above them, as the memory meter saw them.
 struct KeptRun {
   double forward_ms = 0, backward_ms = 0, weight_ms = 0;
-  int64_t activation_bytes = 0, backward_bytes = 0;
+  int64_t activation_bytes = 0, backward_bytes = 0, weight_bytes = 0;
   Activations output;
 };
+
+int64_t bytes_of(const std::vector<torch::Tensor>& tensors) {
+  int64_t n = 0;
+  for (const auto& t : tensors) {
+    if (t.defined()) n += static_cast<int64_t>(t.numel() * t.element_size());
+  }
+  return n;
+}
 
 KeptRun kept_run(Layer& layer, const Activations& input, size_t index, const DeviceSpec& device) {
   KeptRun out;
@@ -78,6 +86,10 @@ KeptRun kept_run(Layer& layer, const Activations& input, size_t index, const Dev
   if (device.is_cuda()) torch::cuda::synchronize();
   out.backward_ms = elapsed_ms(start);
   const bool deferred = !split.weights.empty();
+  // After B: the output and the input gradients (still held here), and what W will use.
+  const int64_t after_b = memory::stats(device).current_bytes - before;
+  out.weight_bytes =
+      deferred ? std::max<int64_t>(0, after_b - bytes_of(out.output) - bytes_of(split.grads)) : 0;
   start = std::chrono::steady_clock::now();
   split.weights.run();
   if (device.is_cuda()) torch::cuda::synchronize();
@@ -123,6 +135,7 @@ LayerProfile profile_layer(Layer& layer, Activations& x, size_t index, const Dev
     weight.push_back(kept.weight_ms);
     profile.activation_bytes = std::max(profile.activation_bytes, kept.activation_bytes);
     profile.backward_bytes = std::max(profile.backward_bytes, kept.backward_bytes);
+    profile.weight_bytes = std::max(profile.weight_bytes, kept.weight_bytes);
   }
   for (auto& p : layer.parameters())
     p.mutable_grad().reset();

@@ -31,6 +31,7 @@ LayerCosts measure_layer_costs(const LayerList& layers, const models::SampleBatc
     costs.parameter_bytes.push_back(static_cast<double>(profile.parameter_bytes));
     costs.activation_bytes.push_back(static_cast<double>(profile.activation_bytes));
     costs.backward_bytes.push_back(static_cast<double>(profile.backward_bytes));
+    costs.weight_bytes.push_back(static_cast<double>(profile.weight_bytes));
   }
   const int runs = options.warmup() + options.iterations();
   DeviceWorker worker(device, options.threads());

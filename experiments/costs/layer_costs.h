@@ -36,7 +36,10 @@ struct LayerCosts {
   std::vector<double> parameter_bytes;
   std::vector<double> activation_bytes;  // what the forward keeps for the backward (profile.h)
   std::vector<double> backward_bytes;    // what the backward needs on top, at its peak
-  double loss_forward_ms = 0;            // the loss on the last layer's output
+  // What a split B leaves held until W (profile.h); empty: unknown (activation_bytes of the
+  // layers with a W).
+  std::vector<double> weight_bytes;
+  double loss_forward_ms = 0;  // the loss on the last layer's output
   double loss_backward_ms = 0;
 
   int64_t num_layers() const { return static_cast<int64_t>(forward_ms.size()); }

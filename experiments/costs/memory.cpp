@@ -16,7 +16,7 @@ namespace {
 // What each virtual stage's actions add and free, per micro-batch (memory.h).
 struct StageBytes {
   std::vector<double> kept;        // activations a forward keeps for its backward
-  std::vector<double> kept_for_w;  // the part of `kept` a split B leaves to W
+  std::vector<double> kept_for_w;  // what a split B leaves held until W (gradients too)
   std::vector<double> input;       // what a checkpointed forward keeps: the stage's input
   std::vector<double> workspace;   // what the backward needs above `kept` while it runs
 };
@@ -45,10 +45,13 @@ StageBytes stage_bytes(const LayerCosts& costs, const std::vector<int64_t>& stag
   out.kept = sum_by_stage(costs.activation_bytes, stage_balance);
   // The loss keeps its input's log-probabilities for its backward.
   out.kept.back() += costs.output_bytes.back();
-  // What a split B leaves to W: the activations of layers that defer weight gradients.
-  std::vector<double> deferring(costs.activation_bytes.size(), 0.0);
-  for (size_t i = 0; i < costs.weight_ms.size() && i < deferring.size(); ++i) {
-    if (costs.weight_ms[i] > 0) deferring[i] = costs.activation_bytes[i];
+  // What a split B leaves to W: as measured, or else the activations of the layers with a W.
+  std::vector<double> deferring = costs.weight_bytes;
+  if (deferring.size() != costs.activation_bytes.size()) {
+    deferring.assign(costs.activation_bytes.size(), 0.0);
+    for (size_t i = 0; i < costs.weight_ms.size() && i < deferring.size(); ++i) {
+      if (costs.weight_ms[i] > 0) deferring[i] = costs.activation_bytes[i];
+    }
   }
   out.kept_for_w = sum_by_stage(deferring, stage_balance);
   // A stage's input is the previous stage's output (the model's input for the first stage is
@@ -144,7 +147,8 @@ std::vector<int64_t> balance_by_memory(const LayerCosts& costs, int64_t K, int64
 LayerCosts scaled_bytes(LayerCosts costs, double factor) {
   GPIPE_CHECK(factor > 0 && std::isfinite(factor), ConfigError,
               "a micro-batch scale must be finite and > 0, got ", factor);
-  for (auto* sizes : {&costs.output_bytes, &costs.activation_bytes, &costs.backward_bytes}) {
+  for (auto* sizes :
+       {&costs.output_bytes, &costs.activation_bytes, &costs.backward_bytes, &costs.weight_bytes}) {
     for (auto& b : *sizes)
       b *= factor;
   }

@@ -56,6 +56,7 @@ nlohmann::json to_json(const MicrobatchCosts& c) {
           {"parameter_bytes", l.parameter_bytes},
           {"activation_bytes", l.activation_bytes},
           {"backward_bytes", l.backward_bytes},
+          {"weight_bytes", l.weight_bytes},
           {"loss_forward_ms", l.loss_forward_ms},
           {"loss_backward_ms", l.loss_backward_ms},
           {"input_bytes", c.input_bytes}};
@@ -77,6 +78,9 @@ MicrobatchCosts from_json(const nlohmann::json& j, int64_t microbatch) {
   j.at("parameter_bytes").get_to(l.parameter_bytes);
   j.at("activation_bytes").get_to(l.activation_bytes);
   j.at("backward_bytes").get_to(l.backward_bytes);
+  // Absent from caches written before it was measured: the memory model then holds the
+  // activations of the layers with a W until W.
+  if (j.contains("weight_bytes")) j.at("weight_bytes").get_to(l.weight_bytes);
   j.at("loss_forward_ms").get_to(l.loss_forward_ms);
   j.at("loss_backward_ms").get_to(l.loss_backward_ms);
   j.at("input_bytes").get_to(c.input_bytes);

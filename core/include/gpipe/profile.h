@@ -31,6 +31,9 @@ struct LayerProfile {
   int64_t parameter_bytes = 0;
   // Bytes the layer's forward keeps alive for its backward (its output and saved tensors).
   int64_t activation_bytes = 0;
+  // Bytes a split B leaves held until W: what the weight nodes saved and the gradients they
+  // received (backward_split.h); 0 without parameters.
+  int64_t weight_bytes = 0;
   // Bytes the backward needs above what the forward kept, at its peak (gradients of the layer's
   // output and input, workspace).
   int64_t backward_bytes = 0;
