@@ -2,6 +2,7 @@
 #pragma once
 
 #include "gpipe/activations.h"
+#include "gpipe/backward_split.h"
 #include "gpipe/batchnorm.h"
 #include "gpipe/device.h"
 #include "gpipe/distributed.h"
@@ -23,4 +24,3 @@
 #include "gpipe/stage.h"
 #include "gpipe/timeline.h"
 #include "gpipe/transport.h"
-#include "gpipe/backward_split.h"
