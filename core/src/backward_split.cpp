@@ -45,13 +45,13 @@ Graph graph_below(const edge_list& roots) {
 }
 
 // Each parameter's gradient accumulator, to the parameter.
-using Accumulators = std::unordered_map<const Node*, torch::Tensor>;
+using Accumulators = std::unordered_map<std::shared_ptr<Node>, torch::Tensor>;
 
 Accumulators accumulators_of(const std::vector<torch::Tensor>& parameters) {
   Accumulators out;
   for (const auto& p : parameters) {
     if (auto accumulator = torch::autograd::impl::try_get_grad_accumulator(p))
-      out.emplace(accumulator.get(), p);
+      out.emplace(std::move(accumulator), p);
   }
   return out;
 }
@@ -62,7 +62,7 @@ Accumulators accumulators_of(const std::vector<torch::Tensor>& parameters) {
 NodeSet weight_side(const Graph& graph, const Accumulators& accumulators) {
   NodeSet side;
   for (const auto& [node, parameter] : accumulators)
-    side.insert(node);
+    side.insert(node.get());
   for (const Node* node : graph.nodes) {
     const auto& edges = node->next_edges();
     if (edges.empty() || side.count(node)) continue;
@@ -89,7 +89,7 @@ bool keeps_weights_in_b(const Node& node, const NodeSet& weights, const Graph& g
   if (node.name().find("BatchNorm") == std::string::npos) return false;
   for (const auto& e : node.next_edges()) {
     if (!e.is_valid() || !weights.count(e.function.get())) continue;
-    if (!accumulators.count(e.function.get()) || graph.uses.at(e.function.get()) != 1) return false;
+    if (!accumulators.count(e.function) || graph.uses.at(e.function.get()) != 1) return false;
   }
   return true;
 }
@@ -138,9 +138,9 @@ SplitRoots weight_side_roots(const edge_list& roots, const variable_list& grads,
       out.b_grads.push_back(grads[i]);
       continue;
     }
-    auto slot = std::make_shared<variable_list>(edge.function->num_inputs());
-    (*slot)[edge.input_nr] = grads[i];
-    out.w_roots.push_back({edge.function, std::move(slot)});
+    variable_list received(edge.function->num_inputs());
+    received[edge.input_nr] = grads[i];
+    out.w_roots.push_back({edge.function, std::move(received)});
   }
   return out;
 }
@@ -158,19 +158,17 @@ void WeightGradients::run() {
   edge_list roots;
   variable_list grads;
   for (const auto& recorded : nodes_) {
-    for (size_t i = 0; i < recorded.grads->size(); ++i) {
-      if (!(*recorded.grads)[i].defined()) continue;
+    for (size_t i = 0; i < recorded.grads.size(); ++i) {
+      if (!recorded.grads[i].defined()) continue;
       roots.emplace_back(recorded.node, static_cast<uint32_t>(i));
-      grads.push_back((*recorded.grads)[i]);
+      grads.push_back(recorded.grads[i]);
     }
   }
   edge_list outputs;
-  for (const auto& p : parameters_) {
-    if (auto accumulator = torch::autograd::impl::try_get_grad_accumulator(p))
-      outputs.emplace_back(std::move(accumulator), 0);
-  }
+  for (auto& accumulator : accumulators_)
+    outputs.emplace_back(std::move(accumulator), 0);
   nodes_.clear();
-  parameters_.clear();
+  accumulators_.clear();
   run_engine(roots, grads, /*keep_graph=*/false, /*accumulate=*/true, outputs);
 }
 
@@ -206,7 +204,7 @@ InputGradients backward_input(const std::vector<torch::Tensor>& roots,
       for (const auto& e : node->next_edges()) {
         if (!e.is_valid() || !weights.count(e.function.get())) continue;
         outputs.push_back(e);
-        kept_in_b.push_back(accumulators.at(e.function.get()));
+        kept_in_b.push_back(accumulators.at(e.function));
       }
       continue;
     }
@@ -234,9 +232,8 @@ InputGradients backward_input(const std::vector<torch::Tensor>& roots,
   for (const auto& parameter : kept_in_b)
     accumulate(parameter, received[next++]);
   for (const auto& node : weight_nodes) {
-    recorded.push_back(
-        {node, std::make_shared<variable_list>(received.begin() + next,
-                                               received.begin() + next + node->num_inputs())});
+    recorded.push_back({node, variable_list(received.begin() + next,
+                                            received.begin() + next + node->num_inputs())});
     next += node->num_inputs();
     // W must not reach back into the activation side: cut the node loose from it, which also
     // frees what only that side kept.
@@ -244,7 +241,10 @@ InputGradients backward_input(const std::vector<torch::Tensor>& roots,
       if (edge.is_valid() && !weights.count(edge.function.get())) edge = Edge();
     }
   }
-  out.weights = WeightGradients(std::move(recorded), parameters);
+  std::vector<std::shared_ptr<Node>> into;
+  for (const auto& [accumulator, parameter] : accumulators)
+    into.push_back(accumulator);
+  out.weights = WeightGradients(std::move(recorded), std::move(into));
   return out;
 }
 

@@ -61,14 +61,6 @@ struct KeptRun {
   Activations output;
 };
 
-int64_t bytes_of(const std::vector<torch::Tensor>& tensors) {
-  int64_t n = 0;
-  for (const auto& t : tensors) {
-    if (t.defined()) n += static_cast<int64_t>(t.numel() * t.element_size());
-  }
-  return n;
-}
-
 KeptRun kept_run(Layer& layer, const Activations& input, size_t index, const DeviceSpec& device) {
   KeptRun out;
   const int64_t before = memory::stats(device).current_bytes;
@@ -89,7 +81,7 @@ KeptRun kept_run(Layer& layer, const Activations& input, size_t index, const Dev
   // After B: the output and the input gradients (still held here), and what W will use.
   const int64_t after_b = memory::stats(device).current_bytes - before;
   out.weight_bytes =
-      deferred ? std::max<int64_t>(0, after_b - bytes_of(out.output) - bytes_of(split.grads)) : 0;
+      deferred ? std::max<int64_t>(0, after_b - nbytes(out.output) - nbytes(split.grads)) : 0;
   start = std::chrono::steady_clock::now();
   split.weights.run();
   if (device.is_cuda()) torch::cuda::synchronize();

@@ -47,11 +47,13 @@ class WeightGradients {
  public:
   struct Recorded {
     std::shared_ptr<torch::autograd::Node> node;
-    std::shared_ptr<std::vector<torch::Tensor>> grads;
+    std::vector<torch::Tensor> grads;  // one per input of the node; undefined where none came
   };
   WeightGradients() = default;
-  WeightGradients(std::vector<Recorded> nodes, std::vector<torch::Tensor> parameters)
-      : nodes_(std::move(nodes)), parameters_(std::move(parameters)) {}
+  // `accumulators`: the parameters' gradient accumulators, which W accumulates into.
+  WeightGradients(std::vector<Recorded> nodes,
+                  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators)
+      : nodes_(std::move(nodes)), accumulators_(std::move(accumulators)) {}
 
   // W: runs the weight nodes from their recorded gradients, accumulating into the parameters'
   // .grad, then forgets them. On an empty value (or a second time) it does nothing.
@@ -60,7 +62,7 @@ class WeightGradients {
 
  private:
   std::vector<Recorded> nodes_;
-  std::vector<torch::Tensor> parameters_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
 };
 
 struct InputGradients {
