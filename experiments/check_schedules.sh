@@ -17,16 +17,21 @@ py=/usr/bin/python3
 [[ -x $py ]] || py=python3
 mkdir -p "$out"
 cd "$out"
-rm -f sim_*.json sleep_*.json mlp_*.json ./*.png
+rm -f sim_*.json sleep_*.json mlp_*.json drawing_*.txt ./*.png
 
-schedules="gpipe 1f1b interleaved-1f1b zb-h1 zbv"
+schedules="gpipe 1f1b interleaved-1f1b zb-h1 zb-h2 zbv looped-bfs dualpipev v-half"
 costs=4,4,4,4,4,4,4,4
 backward=8,8,8,8,8,8,8,8
 for s in $schedules; do
   echo "== $s" >&2
   "$bin/gpipe_sim" --layer-costs $costs --layer-backward-costs $backward --balance 2,2,2,2 \
     --chunks 8 --schedule "$s" --weight-fraction 0.5 --json "sim_${s}_K4_M8.json" \
-    --trace "sim_${s}_K4_M8_trace.json" >/dev/null
+    --trace "sim_${s}_K4_M8_trace.json" --draw >/dev/null 2>"drawing_${s}_K4_M8.txt"
+  for share in 0.5 0.27; do  # M=16, and AmoebaNet-D's W share: the formulas' other points
+    "$bin/gpipe_sim" --layer-costs $costs --layer-backward-costs $backward --balance 2,2,2,2 \
+      --chunks 16 --schedule "$s" --weight-fraction $share --json "sim_${s}_K4_M16_w$share.json" \
+      >/dev/null
+  done
   "$py" "$root/scripts/plot_schedule.py" "sim_${s}_K4_M8_trace.json" "sim_${s}_K4_M8.json" \
     "schedule_${s}_K4_M8.png"
   "$bin/gpipe_train" --model sleep --layers 8 --layer-ms 4 --partitions 4 --chunks 8 \
@@ -67,7 +72,20 @@ with open("summary.md", "w") as f:
         f.write(f"| {r[0]} | {r[1]:.4f} | {r[2]:.2f}x | {r[3]:.2f} | {r[4]:.1f} | {r[5]:.1f} | {r[6]:+.1f}% | {r[7]:.4f} | {r[8]} |\n")
     same = all(abs(a - b) <= 1e-6 * max(1, abs(b)) for s in schedules for a, b in zip(losses[s], losses["gpipe"]))
     f.write(f"\nMLP losses equal under every schedule (1e-6 relative): {same}\n")
-    f.write("\nDiagrams: `schedule_<name>_K4_M8.png`.\n")
+    f.write("\nDiagrams: `schedule_<name>_K4_M8.png`; the unit-cost drawings `gpipe_sim --draw` "
+            "prints: `drawing_<name>_K4_M8.txt`.\n")
+    f.write("\n## Simulated bubble against its formula\n\n"
+            "`bubble_formula` (core/include/gpipe/simulator.h) at the same 8 equal layers, K=4; "
+            "F = forward, B and W the backward's two parts per device (W = 0 where the schedule "
+            "does not split). `-` where the order is a list scheduler's and no formula is claimed "
+            "(zbv). At W share 0.27 the list-scheduled orders (zbv, v-half), fixed at unit costs, "
+            "idle more than at 0.5; v-half's formula holds at F = B = W only.\n\n")
+    f.write("| schedule | M=8 W=0.5 sim | formula | M=16 W=0.5 sim | formula | M=16 W=0.27 sim | formula |\n")
+    f.write("|---|---|---|---|---|---|---|\n")
+    fmt = lambda x: "-" if x is None else f"{x:.4f}"
+    for s in schedules:
+        cells = [load(f"sim_{s}_K4_M8.json"), load(f"sim_{s}_K4_M16_w0.5.json"), load(f"sim_{s}_K4_M16_w0.27.json")]
+        f.write(f"| {s} | " + " | ".join(f"{c['bubble_fraction']:.4f} | {fmt(c['bubble_formula'])}" for c in cells) + " |\n")
 print(open("summary.md").read())
 PY
 echo "experiments/check_schedules.sh" > COMMAND

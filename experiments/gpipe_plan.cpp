@@ -11,10 +11,11 @@
 // command. --verify T runs the top T for a few steps and adds the measured step time and peak
 // bytes (a plan with replicas runs as K x R gpipe_train processes, plan/rank_launcher.h);
 // --grid "K=2,M=8,schedule=1f1b;..." predicts and measures hand-picked shapes beside them.
-// Measured plans run one after another in --verify-rounds rounds and report the median step of
-// all rounds, so that a machine whose speed drifts slows every plan alike.
-// Exit status: 0 plans printed, 2 bad flags or nothing fits (the message names the smallest
-// budget that would fit and its plan), 1 a failure while measuring.
+// --schedule limits the search to one schedule: a kind, or file:PATH (a schedule file, which
+// also fixes K and M; core/include/gpipe/schedule_file.h). Measured plans run one after another in
+// --verify-rounds rounds and report the median step of all rounds, so that a machine whose speed
+// drifts slows every plan alike. Exit status: 0 plans printed, 2 bad flags or nothing fits (the
+// message names the smallest budget that would fit and its plan), 1 a failure while measuring.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -138,7 +139,7 @@ void print_table(const std::vector<plan::Plan>& plans, const plan::PlanRequest& 
     for (auto b : p.measured_peak_bytes)
       measured_peak = std::max(measured_peak, static_cast<double>(b));
     std::cout << "| " << i + 1 << " | " << s.K << " | " << s.R << " | " << s.M << " | "
-              << to_string(s.schedule) << " | " << s.v << " | " << to_string(s.checkpoint) << " | "
+              << s.schedule_name() << " | " << s.v << " | " << to_string(s.checkpoint) << " | "
               << s.threads << " | " << balance << " | " << fixed(p.step_ms, 1) << " | "
               << fixed(p.samples_per_s, 1) << " | " << format_bytes(p.max_peak_bytes()) << " | "
               << (request.memory_per_device > 0
@@ -333,7 +334,8 @@ int plan_and_report(const CLI::App& app, int argc, char** argv, const train::Tra
   const auto start = std::chrono::steady_clock::now();
   train::check_train_options(options);
   train::check_fits_host(*models::make_model(options.model), options);
-  const auto request = planner_request(options, o);
+  auto request = planner_request(options, o);
+  if (app.count("--schedule") > 0) request.schedule = options.shape;  // only that schedule
   std::vector<PipelineShape> grid_shapes;
   for (const auto& item : cli::parse_strings(o.grid, ';'))
     grid_shapes.push_back(parse_shape(item));

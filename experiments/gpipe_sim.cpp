@@ -4,6 +4,8 @@
 //   gpipe_sim --partitions 4 --chunks 8 --schedule zbv --weight-fraction 0.5 --draw
 //   gpipe_sim --partitions 2 --chunks 8 --forward-costs 8,9 --backward-costs 16,18
 //   gpipe_sim --layer-costs 4,4,4,4,4,4,4,4 --partitions 4 --balance-by cost --chunks 8
+//   gpipe_sim -K 4 -M 8 --schedule zb-h1 --write-schedule my.txt    # edit it, then:
+//   gpipe_sim --schedule file:my.txt --draw
 //
 // Costs are milliseconds per micro-batch: per device (each device's cost is shared evenly by its
 // v virtual stages) or per layer (--layer-costs: each device's layers under --balance are split
@@ -11,13 +13,16 @@
 // step_time (ms), bubble_fraction, peak_inflight_per_device (per device, in micro-batches of all
 // its layers), balance, max_stage_cost and the per-device busy time; --trace writes the simulated
 // timeline as Chrome trace JSON, to compare with a measured one; --draw prints the schedule at
-// unit costs, as the schedule headers draw it.
+// unit costs, as the schedule headers draw it; --write-schedule writes its actions as a schedule
+// file (schedule_file.h), which --schedule file:PATH reads back, with its K, M, v and placement.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <iostream>
 
 #include "common/cli.h"
+#include "common/pipeline_shape.h"
+#include "common/report.h"
 #include "gpipe/errors.h"
 #include "gpipe/partition.h"
 #include "gpipe/pipeline.h"
@@ -36,19 +41,21 @@ constexpr int64_t kMaxStageChunks = int64_t{1} << 20;
 // The command line as given; the lists stay text until the flags are all read.
 struct SimOptions {
   int64_t partitions = 0;
-  int64_t chunks = 8;
+  int64_t chunks = 0;  // 0: 8, or the schedule file's
   int64_t virtual_stages = 0;
   double weight_fraction = 0.5;
   bool draw = false;
   std::string schedule_name = "gpipe", checkpoint_name = "never";
   std::string forward, backward, recompute, layer_costs, layer_backward, balance_text, balance_by;
-  std::string link_name = "none", boundary_bytes, json_path, trace_path;
+  std::string link_name = "none", boundary_bytes, json_path, trace_path, write_schedule_path;
   double latency_us = -1, bandwidth_gbs = -1;
 };
 
 // What is simulated: the schedule's shape and its per-virtual-stage costs in ms.
 struct SimSetup {
   ScheduleKind kind = ScheduleKind::kGPipe;
+  std::shared_ptr<const Schedule> program;  // --schedule file:PATH
+  std::string schedule_name;                // "zb-h1", or "file:PATH"
   Checkpoint checkpoint = Checkpoint::kNever;
   int64_t partitions = 0;  // K devices
   int64_t chunks = 0;      // M
@@ -65,21 +72,36 @@ struct LayerCut {
   std::vector<int64_t> stage_balance;
 };
 
+// The device of each virtual stage: the schedule file's, or the kind's.
+std::vector<int64_t> placement_of(const SimSetup& setup, int64_t K) {
+  return setup.program ? setup.program->stage_device : placement(setup.kind, K, setup.v);
+}
+
 // Declares the flags; their checks reject a bad value before anything runs.
 void add_flags(CLI::App& app, SimOptions& o) {
   app.add_option("--partitions,-K", o.partitions, "number of stages K (default 4, or from costs)")
       ->check(CLI::Range(int64_t{1}, kMaxStages));
-  app.add_option("--chunks,-M", o.chunks, "micro-batches per mini-batch M")
-      ->check(CLI::Range(int64_t{1}, kMaxChunks))
-      ->capture_default_str();
-  app.add_option("--schedule", o.schedule_name, "gpipe | 1f1b | interleaved-1f1b | zb-h1 | zbv")
+  app.add_option("--chunks,-M", o.chunks,
+                 "micro-batches per mini-batch M (default 8, or the schedule file's)")
+      ->check(CLI::Range(int64_t{1}, kMaxChunks));
+  app.add_option("--schedule", o.schedule_name,
+                 schedule_kind_names(" | ") +
+                     " | file:PATH (a schedule file: its K, M, v and placement are the run's)")
       ->capture_default_str()
-      ->check(cli::parsed_by([](const std::string& name) { parse_schedule_kind(name); }));
-  app.add_option("--virtual-stages", o.virtual_stages,
-                 "v stages per device (interleaved-1f1b: default 2; zbv: 2)")
+      ->check(cli::parsed_by([](const std::string& name) {
+        PipelineShape probe;
+        set_schedule(probe, name);
+      }));
+  app.add_option("--write-schedule", o.write_schedule_path,
+                 "write the schedule's actions as a schedule file (one line per device)")
+      ->check(cli::output_file());
+  app.add_option(
+         "--virtual-stages", o.virtual_stages,
+         "v stages per device (interleaved-1f1b, looped-bfs: default 2; zbv, dualpipev, v-half: 2)")
       ->check(CLI::Range(int64_t{1}, kMaxVirtualStages));
   app.add_option("--weight-fraction", o.weight_fraction,
-                 "W's share of the backward where a schedule splits it (zb-h1, zbv)")
+                 "W's share of the backward where a schedule splits it (zb-h1, zb-h2, zbv, "
+                 "dualpipev, v-half)")
       ->capture_default_str()
       ->check(cli::finite_range(0, 1));
   app.add_flag("--draw", o.draw, "print the schedule at unit costs (F = B = W = 1)");
@@ -141,16 +163,18 @@ std::vector<double> layer_backward_costs(const SimOptions& o, const std::vector<
 // Cuts the layers into K*v virtual stages: --balance gives each device's layers, which the
 // layout splits over its virtual stages; --balance-by cost solves the exact min-max cut of the
 // layers' forward+backward.
-LayerCut cut_layers(const SimOptions& o, ScheduleKind kind, int64_t v,
-                    const std::vector<double>& lf, const std::vector<double>& lb) {
+LayerCut cut_layers(const SimOptions& o, const SimSetup& setup, const std::vector<double>& lf,
+                    const std::vector<double>& lb) {
+  const int64_t v = setup.v;
   LayerCut cut;
   if (!o.balance_text.empty()) {
     cut.balance = cli::parse_ints(o.balance_text, "--balance");
     GPIPE_CHECK(o.partitions == 0 || o.partitions == static_cast<int64_t>(cut.balance.size()),
                 ConfigError, "--balance has ", cut.balance.size(), " devices but --partitions is ",
                 o.partitions);
-    const auto layout = make_layout(PipelineOptions(cut.balance).schedule(kind).virtual_stages(v),
-                                    static_cast<int64_t>(lf.size()));
+    const auto layout = make_layout(
+        PipelineOptions(cut.balance).schedule(setup.kind).program(setup.program).virtual_stages(v),
+        static_cast<int64_t>(lf.size()));
     cut.stage_balance = layout.stage_balance;
   } else {
     GPIPE_CHECK(o.balance_by == "cost", ConfigError,
@@ -174,7 +198,7 @@ void set_layer_costs(const SimOptions& o, SimSetup& setup) {
               "give either --layer-costs or --forward-costs/--backward-costs, not both");
   const auto lf = cli::parse_doubles(o.layer_costs, "--layer-costs");
   const auto lb = layer_backward_costs(o, lf);
-  const auto cut = cut_layers(o, setup.kind, setup.v, lf, lb);
+  const auto cut = cut_layers(o, setup, lf, lb);
   setup.balance = cut.balance;
   setup.costs.forward = sum_by_stage(lf, cut.stage_balance);
   setup.costs.backward = sum_by_stage(lb, cut.stage_balance);
@@ -203,8 +227,9 @@ void set_device_costs(const SimOptions& o, SimSetup& setup) {
               " and ", device.backward.size(), " values but --partitions is ", K);
   // Each device's cost shared evenly by its virtual stages.
   const int64_t v = setup.v;
+  const auto stage_device = placement_of(setup, K);
   for (int64_t s = 0; s < K * v; ++s) {
-    const int64_t d = stage_device(setup.kind, K, v, s);
+    const int64_t d = stage_device[s];
     setup.costs.forward.push_back(device.forward[d] / static_cast<double>(v));
     setup.costs.backward.push_back(device.backward[d] / static_cast<double>(v));
   }
@@ -225,11 +250,29 @@ LinkModel link_costs(const SimOptions& o) {
 }
 
 // Checks the flags together and turns them into the schedule's shape and stage costs.
-SimSetup make_setup(const SimOptions& o) {
-  GPIPE_CHECK(o.chunks >= 1, ConfigError, "--chunks must be >= 1, got ", o.chunks);
-  GPIPE_CHECK(o.partitions >= 0, ConfigError, "--partitions must be >= 1, got ", o.partitions);
+SimSetup make_setup(const SimOptions& given) {
+  GPIPE_CHECK(given.chunks >= 0, ConfigError, "--chunks must be >= 1, got ", given.chunks);
+  GPIPE_CHECK(given.partitions >= 0, ConfigError, "--partitions must be >= 1, got ",
+              given.partitions);
+  SimOptions o = given;
   SimSetup setup;
-  setup.kind = parse_schedule_kind(o.schedule_name);
+  PipelineShape shape;
+  set_schedule(shape, o.schedule_name);
+  setup.kind = shape.schedule;
+  setup.program = shape.program;
+  setup.schedule_name = shape.schedule_name();
+  if (const auto& p = setup.program) {  // the file's shape is the run's
+    GPIPE_CHECK((o.partitions == 0 || o.partitions == p->devices) &&
+                    (o.chunks == 0 || o.chunks == p->microbatches) &&
+                    (o.virtual_stages == 0 || o.virtual_stages == p->virtual_stages),
+                ConfigError, "-K ", o.partitions, " -M ", o.chunks, " --virtual-stages ",
+                o.virtual_stages, " disagree with ", o.schedule_name, " (K=", p->devices,
+                " M=", p->microbatches, " v=", p->virtual_stages, "): leave them out");
+    o.partitions = p->devices;
+    o.chunks = p->microbatches;
+    o.virtual_stages = p->virtual_stages;
+  }
+  if (o.chunks == 0) o.chunks = 8;
   setup.checkpoint = parse_checkpoint(o.checkpoint_name);
   setup.chunks = o.chunks;
   setup.v = o.virtual_stages > 0 ? o.virtual_stages : default_virtual_stages(setup.kind);
@@ -252,21 +295,39 @@ SimSetup make_setup(const SimOptions& o) {
   return setup;
 }
 
+// bubble_formula (simulator.h) at the mean device's costs: what the schedule's paper or
+// construction predicts for equal devices, beside the simulated bubble; null where none.
+nlohmann::json formula_json(const SimSetup& setup, const Schedule& schedule) {
+  const auto& costs = setup.costs;
+  const auto mean = [&](const std::vector<double>& per_stage) {
+    double total = 0;
+    for (double c : per_stage)
+      total += c;
+    return total / static_cast<double>(setup.partitions);
+  };
+  const double F = mean(costs.forward), backward = mean(costs.backward);
+  const double W = schedule.splits_backward() ? costs.weight_fraction * backward : 0;
+  const auto formula =
+      bubble_formula(setup.kind, setup.partitions, setup.chunks, setup.v, F, backward - W, W);
+  return formula ? nlohmann::json(*formula) : nlohmann::json(nullptr);
+}
+
 // The simulator's result with the setup that produced it, as the JSON output has it.
-nlohmann::json result_json(const SimSetup& setup, const SimulationResult& result) {
+nlohmann::json result_json(const SimSetup& setup, const Schedule& schedule,
+                           const SimulationResult& result) {
   const auto& costs = setup.costs;
   const int64_t K = setup.partitions;
   const int64_t S = static_cast<int64_t>(costs.forward.size());
   std::vector<double> stage_cost;
   for (int64_t s = 0; s < S; ++s)
     stage_cost.push_back(costs.forward[s] + costs.backward[s]);
-  const auto device_cost = sum_per_device(setup.kind, K, stage_cost);
+  const auto device_cost = sum_per_device(placement_of(setup, K), K, stage_cost);
   const double max_stage = *std::max_element(device_cost.begin(), device_cost.end());
   auto json = to_json(result);
   json["time_unit"] = "ms";
   json["partitions"] = K;
   json["chunks"] = setup.chunks;
-  json["schedule"] = to_string(setup.kind);
+  json["schedule"] = setup.schedule_name;
   json["virtual_stages"] = setup.v;
   json["weight_fraction"] = costs.weight_fraction;
   json["checkpoint"] = to_string(setup.checkpoint);
@@ -276,6 +337,7 @@ nlohmann::json result_json(const SimSetup& setup, const SimulationResult& result
   json["backward_costs"] = costs.backward;
   json["ideal_bubble_fraction"] =
       static_cast<double>(K - 1) / static_cast<double>(setup.chunks + K - 1);
+  json["bubble_formula"] = formula_json(setup, schedule);
   return json;
 }
 
@@ -300,9 +362,13 @@ nlohmann::json trace_json(const SimulationResult& result) {
 // --json, the timeline in --trace.
 int run_simulation(const SimOptions& o) {
   const auto setup = make_setup(o);
-  const auto schedule = make_schedule(setup.kind, setup.partitions, setup.chunks, setup.v);
+  const auto schedule = setup.program
+                            ? *setup.program
+                            : make_schedule(setup.kind, setup.partitions, setup.chunks, setup.v);
+  if (!o.write_schedule_path.empty())
+    write_text_file(o.write_schedule_path, write_schedule(schedule));
   const auto result = simulate(schedule, setup.costs, setup.checkpoint);
-  auto json = result_json(setup, result);
+  auto json = result_json(setup, schedule, result);
   if (o.draw) {
     const auto rows = draw_schedule(schedule, setup.checkpoint);
     json["drawing"] = rows;

@@ -143,9 +143,7 @@ int main(int argc, char** argv) {
     execv("/proc/self/exe", args.data());
   }
   // Registered by name: a schedule's name ("zb-h1") is not an identifier.
-  for (auto kind : {gpipe::ScheduleKind::kGPipe, gpipe::ScheduleKind::k1F1B,
-                    gpipe::ScheduleKind::kInterleaved1F1B, gpipe::ScheduleKind::kZBH1,
-                    gpipe::ScheduleKind::kZBV}) {
+  for (auto kind : gpipe::all_schedule_kinds()) {
     benchmark::RegisterBenchmark(("BM_PipelineMLPSchedule/" + gpipe::to_string(kind)).c_str(),
                                  BM_PipelineMLPSchedule, kind)
         ->ArgNames({"K", "M"})

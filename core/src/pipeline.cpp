@@ -66,17 +66,28 @@ PipelineLayout make_layout(const PipelineOptions& options, int64_t num_layers) {
   PipelineLayout layout;
   layout.devices = static_cast<int64_t>(balance.size());
   const auto kind = options.schedule();
-  layout.virtual_stages =
-      options.virtual_stages() > 0 ? options.virtual_stages() : default_virtual_stages(kind);
+  const auto& program = options.program();
+  GPIPE_CHECK((kind == ScheduleKind::kCustom) == (program != nullptr), ConfigError,
+              "a custom schedule and its program come together: schedule ", to_string(kind),
+              program ? " with" : " without", " a program");
+  layout.virtual_stages = program                        ? program->virtual_stages
+                          : options.virtual_stages() > 0 ? options.virtual_stages()
+                                                         : default_virtual_stages(kind);
   const int64_t K = layout.devices, v = layout.virtual_stages;
+  GPIPE_CHECK(!program || (program->devices == K &&
+                           (options.virtual_stages() == 0 || options.virtual_stages() == v)),
+              ConfigError, "the schedule file runs K=", program ? program->devices : 0,
+              " devices with v=", v, " stages each, but the balance ", c10::Join(",", balance),
+              " has ", K, " devices and v is ", options.virtual_stages());
   check_virtual_stages(kind, v);
+  const auto stage_device = program ? program->stage_device : placement(kind, K, v);
   const auto& explicit_stages = options.stage_balance();
   GPIPE_CHECK(explicit_stages.empty() || static_cast<int64_t>(explicit_stages.size()) == K * v,
               ConfigError, "stage balance ", c10::Join(",", explicit_stages), " has ",
               explicit_stages.size(), " entries but K=", K, " devices x v=", v, " need ", K * v);
   int64_t offset = 0;
   for (int64_t s = 0; s < K * v; ++s) {
-    const int64_t d = stage_device(kind, K, v, s);
+    const int64_t d = stage_device[s];
     int64_t size = 0;
     if (explicit_stages.empty()) {
       GPIPE_CHECK(balance[d] % v == 0, ConfigError, "balance ", c10::Join(",", balance),
@@ -94,7 +105,7 @@ PipelineLayout make_layout(const PipelineOptions& options, int64_t num_layers) {
     layout.stage_device.push_back(d);
     offset += size;
   }
-  const auto per_device = sum_per_device(kind, K, layout.stage_balance);
+  const auto per_device = sum_per_device(stage_device, K, layout.stage_balance);
   GPIPE_CHECK(per_device == balance, ConfigError, "stage balance ", c10::Join(",", explicit_stages),
               " puts ", c10::Join(",", per_device), " layers on the devices but the balance is ",
               c10::Join(",", balance));
@@ -191,9 +202,14 @@ void Pipeline::build(int64_t first_device, int64_t count) {
   for (const auto& layer : layers_) {
     GPIPE_CHECK(layer != nullptr, ConfigError, "the layer list contains a null layer");
   }
-  train_schedule_ =
-      lower(make_schedule(options_.schedule(), K, options_.chunks(), layout_.virtual_stages),
-            options_.checkpoint());
+  const auto& program = options_.program();
+  GPIPE_CHECK(!program || program->microbatches == options_.chunks(), ConfigError,
+              "the schedule file runs M=", program ? program->microbatches : 0,
+              " micro-batches but chunks is ", options_.chunks());
+  train_schedule_ = lower(
+      program ? *program
+              : make_schedule(options_.schedule(), K, options_.chunks(), layout_.virtual_stages),
+      options_.checkpoint());
 
   if (options_.measure_memory()) memory::install();
   const int threads = options_.threads_per_device() > 0 ? options_.threads_per_device()
@@ -620,9 +636,7 @@ Activations Pipeline::forward(const Activations& input) {
   data.inputs = split_microbatches(input, M);
   std::vector<Activations> outputs(M);
   if (!holds_last_stage()) outputs.clear();
-  const auto schedule =
-      lower(make_forward_schedule(options_.schedule(), num_devices(), M, layout_.virtual_stages),
-            Checkpoint::kNever);
+  const auto schedule = lower(forward_schedule_like(train_schedule_, M), Checkpoint::kNever);
   try {
     run_step(schedule, data, holds_last_stage() ? &outputs : nullptr, false, false);
   } catch (...) {

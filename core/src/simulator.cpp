@@ -191,6 +191,38 @@ std::vector<double> sum_by_stage(const std::vector<double>& layer_costs,
   return stage_costs(layer_costs, balance);
 }
 
+std::optional<double> bubble_formula(ScheduleKind kind, int64_t K, int64_t M, int64_t v, double F,
+                                     double B, double W) {
+  const double k = static_cast<double>(K - 1);
+  double idle = 0;
+  switch (kind) {
+    case ScheduleKind::kGPipe:
+    case ScheduleKind::k1F1B:
+      idle = k * (F + B + W);
+      break;
+    case ScheduleKind::kInterleaved1F1B:
+    case ScheduleKind::kLoopedBFS:
+      idle = k * (F + B + W) / static_cast<double>(v);
+      break;
+    case ScheduleKind::kZBH1:
+      idle = k * (F + B - W);
+      break;
+    case ScheduleKind::kZBH2:
+      idle = k * std::max(F, F + B - 2 * W);
+      break;
+    case ScheduleKind::kDualPipeV:
+      idle = k * ((F + B + W) / 2 + (B + W) / 2 - 3 * W / 2);
+      break;
+    case ScheduleKind::kVHalf:
+      idle = k * (F + B) - W / 2;
+      break;
+    case ScheduleKind::kZBV:
+    case ScheduleKind::kCustom:
+      return std::nullopt;
+  }
+  return idle / (static_cast<double>(M) * (F + B + W) + idle);
+}
+
 nlohmann::json to_json(const SimulationResult& result) {
   return {{"step_time", result.step_time},
           {"bubble_fraction", result.bubble_fraction},

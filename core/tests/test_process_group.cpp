@@ -162,8 +162,9 @@ TEST_P(ProcessGroupPipeline, TwoRanksTrainAsTheInProcessPipeline) {
 // micro-batches would differ.
 TEST_P(ProcessGroupPipeline, TwoReplicasOfTwoStagesTrainAsOnePipelineOnTheWholeBatch) {
   const auto mlp = models::MlpOptions(12, 16, 7, 5);
+  // M=4 per replica: every schedule runs it (dualpipev needs 2K).
   const auto options = PipelineOptions(even_balance(8, 2))
-                           .chunks(2)
+                           .chunks(4)
                            .seed(17)
                            .schedule(std::get<0>(GetParam()))
                            .virtual_stages(std::get<1>(GetParam()))
@@ -175,7 +176,7 @@ TEST_P(ProcessGroupPipeline, TwoReplicasOfTwoStagesTrainAsOnePipelineOnTheWholeB
     targets.push_back(torch::randint(0, 5, {16}));
   }
   const auto expected =
-      train_in_process(seeded_mlp(mlp), PipelineOptions(options).chunks(4), inputs, targets);
+      train_in_process(seeded_mlp(mlp), PipelineOptions(options).chunks(8), inputs, targets);
   const auto ranks = train_ranks(4, options, {seeded_mlp(mlp), seeded_mlp(mlp)}, [&](int replica) {
     std::vector<torch::Tensor> half_inputs, half_targets;
     for (size_t step = 0; step < inputs.size(); ++step) {
@@ -192,13 +193,14 @@ TEST_P(ProcessGroupPipeline, TwoReplicasOfTwoStagesTrainAsOnePipelineOnTheWholeB
 }
 
 // Synchronised BatchNorm: K=2 x R=2 ranks, each replica holding its slice of each of the
-// in-process run's 2 micro-batches of 8 (as LoaderOptions::shard_microbatches cuts them),
+// in-process run's M micro-batches of 16/M (as LoaderOptions::shard_microbatches cuts them),
 // normalise every micro-batch by its statistics over both replicas (forward, recompute and
 // backward) and train exactly as the in-process pipeline on the whole batch of 16, running
 // statistics included. `make_layers` builds the model afresh; `sample` is one input's shape.
 void expect_synchronised_replicas_match(const std::function<LayerList()>& make_layers,
-                                        PipelineOptions options, std::vector<int64_t> sample) {
-  options.chunks(2).seed(17).sync_batchnorm(true);
+                                        PipelineOptions options, std::vector<int64_t> sample,
+                                        int64_t M) {
+  options.chunks(M).seed(17).sync_batchnorm(true);
   sample.insert(sample.begin(), 16);
   torch::manual_seed(3);
   std::vector<torch::Tensor> inputs, targets;
@@ -209,9 +211,10 @@ void expect_synchronised_replicas_match(const std::function<LayerList()>& make_l
   const auto expected = train_in_process(make_layers(), options, inputs, targets);
   const auto ranks = train_ranks(4, options, {make_layers(), make_layers()}, [&](int replica) {
     std::vector<int64_t> positions;  // replica r: the r-th half of each micro-batch
-    for (int64_t m = 0; m < 2; ++m) {
-      for (int64_t i = 0; i < 4; ++i)
-        positions.push_back(m * 8 + replica * 4 + i);
+    const int64_t size = 16 / M, half = size / 2;
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t i = 0; i < half; ++i)
+        positions.push_back(m * size + replica * half + i);
     }
     const auto rows = torch::tensor(positions);
     std::vector<torch::Tensor> mine_inputs, mine_targets;
@@ -232,7 +235,7 @@ TEST_P(ProcessGroupPipeline, SynchronisedBatchNormTrainsAsOnePipelineOnTheWholeB
                                      PipelineOptions(even_balance(8, 2))
                                          .schedule(std::get<0>(GetParam()))
                                          .virtual_stages(std::get<1>(GetParam())),
-                                     {12});
+                                     {12}, /*M=*/4);  // every schedule runs M=4 (dualpipev: 2K)
 }
 
 // A convolutional net: AmoebaNet-D's cells, BatchNorm over (N, H, W).
@@ -245,7 +248,8 @@ TEST(ProcessGroupPipeline, SynchronisedBatchNormOfAConvNetTrainsAsOnePipeline) {
                           .stem_stride(1);
   const auto layers = [&] { return models::AmoebaNetBuilder(amoeba, /*init_seed=*/4).build(); };
   const auto n = static_cast<int64_t>(layers().size());
-  expect_synchronised_replicas_match(layers, PipelineOptions(even_balance(n, 2)), {1, 16, 16});
+  expect_synchronised_replicas_match(layers, PipelineOptions(even_balance(n, 2)), {1, 16, 16},
+                                     /*M=*/2);
 }
 
 // A group whose ranks are threads of this process sums over all of them.
@@ -265,12 +269,13 @@ TEST(LocalGlooGroup, SumsOverItsRanksInOneProcess) {
   EXPECT_CONFIG_ERROR(distributed::local_gloo_group(0), "at least one rank, got 0");
 }
 
-INSTANTIATE_TEST_SUITE_P(Schedules, ProcessGroupPipeline,
-                         ::testing::Values(Params{ScheduleKind::kGPipe, 0},
-                                           Params{ScheduleKind::k1F1B, 0},
-                                           Params{ScheduleKind::kInterleaved1F1B, 2},
-                                           Params{ScheduleKind::kZBH1, 0},
-                                           Params{ScheduleKind::kZBV, 0}),
+INSTANTIATE_TEST_SUITE_P(Schedules, ProcessGroupPipeline, ::testing::ValuesIn([] {
+                           std::vector<Params> params;
+                           for (auto kind : all_schedule_kinds())
+                             params.emplace_back(kind,
+                                                 kind == ScheduleKind::kInterleaved1F1B ? 2 : 0);
+                           return params;
+                         }()),
                          [](const ::testing::TestParamInfo<Params>& info) {
                            std::string name = to_string(std::get<0>(info.param));
                            std::replace(name.begin(), name.end(), '-', '_');

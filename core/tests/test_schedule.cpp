@@ -40,6 +40,10 @@ TEST(Schedule, HeaderDrawingsAreWhatTheGeneratorsDo) {
       make_schedule(ScheduleKind::kInterleaved1F1B, 2, 4, 2),
       make_schedule(ScheduleKind::kZBH1, 3, 4),
       make_schedule(ScheduleKind::kZBV, 2, 2, 2),
+      make_schedule(ScheduleKind::kZBH2, 3, 6),
+      make_schedule(ScheduleKind::kLoopedBFS, 2, 4, 2),
+      make_schedule(ScheduleKind::kDualPipeV, 2, 4, 2),
+      make_schedule(ScheduleKind::kVHalf, 2, 4, 2),
   };
   ASSERT_EQ(drawings.size(), drawn.size());
   for (size_t i = 0; i < drawn.size(); ++i) {
@@ -66,26 +70,37 @@ TEST(Schedule, InflightBounds) {
             (std::vector<double>{4, 3, 2, 1}));
   EXPECT_EQ(peak_inflight(make_schedule(ScheduleKind::k1F1B, 4, 2)),
             (std::vector<double>{2, 2, 2, 1}));
-  // Zero bubble keeps 1F1B's peak over the devices.
-  for (auto kind : {ScheduleKind::kZBH1, ScheduleKind::kZBV}) {
-    for (int64_t M : {4, 8, 16}) {
-      const auto peaks = peak_inflight(make_schedule(kind, 4, M, default_virtual_stages(kind)));
-      EXPECT_LE(*std::max_element(peaks.begin(), peaks.end()), 4.0 + 1e-9)
-          << to_string(kind) << " M=" << M;
-    }
+  const auto peak = [](ScheduleKind kind, int64_t K, int64_t M) {
+    const auto peaks = peak_inflight(make_schedule(kind, K, M, default_virtual_stages(kind)));
+    return *std::max_element(peaks.begin(), peaks.end());
+  };
+  for (int64_t M : {4, 8, 16}) {
+    // Zero bubble keeps 1F1B's peak over the devices; zb-h2 takes the paper's 2K-1.
+    EXPECT_LE(peak(ScheduleKind::kZBH1, 4, M), 4.0 + 1e-9) << M;
+    EXPECT_LE(peak(ScheduleKind::kZBV, 4, M), 4.0 + 1e-9) << M;
+    EXPECT_LE(peak(ScheduleKind::kZBH2, 4, M), 7.0 + 1e-9) << M;
+    // DualPipeV: 1F1B's K and half a micro-batch (DeepSeek's table: PP + 1 half-stage ones).
+    EXPECT_LE(peak(ScheduleKind::kDualPipeV, 4, std::max<int64_t>(M, 8)), 4.5 + 1e-9) << M;
+    // looped-bfs holds every micro-batch, as gpipe.
+    EXPECT_DOUBLE_EQ(peak(ScheduleKind::kLoopedBFS, 4, M), static_cast<double>(M));
+  }
+  // v-half: at most half of 1F1B's K, rounded up, from K = 3 on (at K = 2, 1F1B's 2).
+  EXPECT_DOUBLE_EQ(peak(ScheduleKind::kVHalf, 2, 8), 2.0);
+  for (int64_t K = 3; K <= 16; ++K) {
+    for (int64_t M : {4, 8, 16, 32})
+      EXPECT_LE(peak(ScheduleKind::kVHalf, K, M), static_cast<double>((K + 1) / 2))
+          << "K=" << K << " M=" << M;
   }
 }
 
 TEST(Schedule, EveryGeneratedScheduleLowersAndValidates) {
-  for (auto kind : {ScheduleKind::kGPipe, ScheduleKind::k1F1B, ScheduleKind::kInterleaved1F1B,
-                    ScheduleKind::kZBH1, ScheduleKind::kZBV}) {
+  int lowered = 0;
+  for (auto kind : all_schedule_kinds()) {
     for (int64_t v : {1, 2, 3}) {
-      if (kind == ScheduleKind::kZBV ? v != 2 : kind != ScheduleKind::kInterleaved1F1B && v != 1) {
-        continue;
-      }
-      for (int64_t K = kind == ScheduleKind::kZBV ? 2 : 1; K <= 6; ++K) {
+      for (int64_t K = 1; K <= 6; ++K) {
         for (int64_t M = 1; M <= 13; ++M) {
-          if (kind == ScheduleKind::kInterleaved1F1B && M % K != 0) continue;
+          if (!schedule_shape_error(kind, K, M, v).empty()) continue;
+          ++lowered;
           for (auto mode : {Checkpoint::kAlways, Checkpoint::kExceptLast, Checkpoint::kNever}) {
             EXPECT_NO_THROW(lower(make_schedule(kind, K, M, v), mode))
                 << to_string(kind) << " K=" << K << " M=" << M << " v=" << v;
@@ -95,6 +110,7 @@ TEST(Schedule, EveryGeneratedScheduleLowersAndValidates) {
       }
     }
   }
+  EXPECT_GT(lowered, 9 * 5 * 10);  // each kind at many shapes, not a few
 }
 
 TEST(Schedule, BadCombinationsNameTheValues) {
@@ -104,7 +120,13 @@ TEST(Schedule, BadCombinationsNameTheValues) {
   EXPECT_CONFIG_ERROR(make_schedule(ScheduleKind::kGPipe, 2, 4, 2), "v=2");
   EXPECT_CONFIG_ERROR(make_schedule(ScheduleKind::kGPipe, 0, 2), "K=0");
   EXPECT_CONFIG_ERROR(make_schedule(ScheduleKind::k1F1B, 2, 0), "M=0");
-  EXPECT_CONFIG_ERROR(parse_schedule_kind("zb-h2"), "zb-h2");
+  EXPECT_CONFIG_ERROR(make_schedule(ScheduleKind::kDualPipeV, 3, 5, 2), "M=5");
+  EXPECT_CONFIG_ERROR(make_schedule(ScheduleKind::kVHalf, 1, 4, 2), "K=1");
+  EXPECT_CONFIG_ERROR(make_schedule(ScheduleKind::kLoopedBFS, 2, 4, 0), "got 0");
+  EXPECT_CONFIG_ERROR(parse_schedule_kind("zb-h3"), "zb-h3");
+  EXPECT_EQ(schedule_shape_error(ScheduleKind::kDualPipeV, 3, 6, 2), "");
+  EXPECT_NE(schedule_shape_error(ScheduleKind::kDualPipeV, 3, 5, 2).find("use M=6"),
+            std::string::npos);
   // Checked alone, before a balance is cut into K x v stages.
   EXPECT_CONFIG_ERROR(check_virtual_stages(ScheduleKind::kZBV, 3), "v=3");
   EXPECT_CONFIG_ERROR(check_virtual_stages(ScheduleKind::kZBH1, 2), "v=2");

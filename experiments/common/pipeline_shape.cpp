@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <fstream>
 #include <sstream>
 
 #include "common/cli.h"
@@ -44,21 +45,71 @@ int64_t parse_positive(const std::string& key, const std::string& value) {
   return numbers[0];
 }
 
+constexpr char kFilePrefix[] = "file:";
+constexpr size_t kMaxScheduleFileBytes = size_t{16} << 20;
+
+// The schedule in `path`, read once: an error names the path and, for a bad file, its line.
+std::shared_ptr<const Schedule> read_schedule_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  GPIPE_CHECK(!path.empty() && in.good(), ConfigError, "cannot read schedule file '", path, "'");
+  std::string text;
+  char buffer[1 << 16];
+  while (in.read(buffer, sizeof(buffer)) || in.gcount() > 0) {
+    text.append(buffer, static_cast<size_t>(in.gcount()));
+    GPIPE_CHECK(text.size() <= kMaxScheduleFileBytes, ConfigError, "schedule file ", path,
+                " is larger than ", kMaxScheduleFileBytes >> 20, " MiB");
+  }
+  try {
+    return std::make_shared<const Schedule>(read_schedule(text));
+  } catch (const ConfigError& e) {
+    throw ConfigError(c10::str("schedule file ", path, ": ", e.what()));
+  }
+}
+
 }  // namespace
 
+void set_schedule(PipelineShape& s, const std::string& text) {
+  if (text.rfind(kFilePrefix, 0) != 0) {
+    s.schedule = parse_schedule_kind(text);
+    s.schedule_file.clear();
+    s.program = nullptr;
+    return;
+  }
+  s.schedule_file = text.substr(sizeof(kFilePrefix) - 1);
+  s.program = read_schedule_file(s.schedule_file);
+  s.schedule = ScheduleKind::kCustom;
+  if (s.K == 0) s.K = s.program->devices;
+  if (s.M == 1) s.M = s.program->microbatches;
+  s.v = s.program->virtual_stages;
+}
+
 int64_t PipelineShape::virtual_stages() const {
+  if (program) return program->virtual_stages;
   return v > 0 ? v : default_virtual_stages(schedule);
 }
 
+std::vector<int64_t> PipelineShape::placement() const {
+  return program ? program->stage_device : gpipe::placement(schedule, K, virtual_stages());
+}
+
+Schedule PipelineShape::training_schedule() const {
+  return program ? *program : make_schedule(schedule, K, M, virtual_stages());
+}
+
+std::string PipelineShape::schedule_name() const {
+  return program ? kFilePrefix + schedule_file : to_string(schedule);
+}
+
 bool PipelineShape::operator==(const PipelineShape& o) const {
-  return K == o.K && R == o.R && M == o.M && schedule == o.schedule && v == o.v &&
-         checkpoint == o.checkpoint && balance == o.balance && stage_balance == o.stage_balance &&
-         devices == o.devices && threads == o.threads;
+  return K == o.K && R == o.R && M == o.M && schedule == o.schedule &&
+         schedule_file == o.schedule_file && v == o.v && checkpoint == o.checkpoint &&
+         balance == o.balance && stage_balance == o.stage_balance && devices == o.devices &&
+         threads == o.threads;
 }
 
 std::string PipelineShape::describe() const {
   std::ostringstream out;
-  out << "K=" << K << ",R=" << R << ",M=" << M << ",schedule=" << to_string(schedule)
+  out << "K=" << K << ",R=" << R << ",M=" << M << ",schedule=" << schedule_name()
       << ",v=" << virtual_stages() << ",checkpoint=" << to_string(checkpoint)
       << ",threads=" << threads;
   return out.str();
@@ -88,7 +139,7 @@ PipelineShape parse_shape(const std::string& text) {
     } else if (key == "threads") {
       shape.threads = static_cast<int>(parse_positive(key, value));
     } else if (key == "schedule") {
-      shape.schedule = parse_schedule_kind(value);
+      set_schedule(shape, value);
     } else if (key == "checkpoint") {
       shape.checkpoint = parse_checkpoint(value);
     } else {
@@ -112,7 +163,7 @@ std::vector<std::string> to_flags(const PipelineShape& shape) {
     flags.insert(flags.end(), {"--balance", c10::Join(",", shape.balance)});
   }
   flags.insert(flags.end(), {"--chunks", std::to_string(shape.M), "--schedule",
-                             to_string(shape.schedule), "--virtual-stages", std::to_string(shape.v),
+                             shape.schedule_name(), "--virtual-stages", std::to_string(shape.v),
                              "--checkpoint", to_string(shape.checkpoint), "--threads-per-device",
                              std::to_string(shape.threads)});
   if (!shape.devices.empty())
@@ -146,14 +197,21 @@ void add_shape_flags(CLI::App& app, PipelineShape& shape, int64_t& planning_core
       ->check(cli::parsed_by([](const std::string& v) { parse_checkpoint(v); }))
       ->group(group);
   app.add_option_function<std::string>(
-         "--schedule", [&s](const std::string& text) { s.schedule = parse_schedule_kind(text); },
-         "gpipe | 1f1b | interleaved-1f1b | zb-h1 | zbv")
+         "--schedule", [&s](const std::string& text) { set_schedule(s, text); },
+         schedule_kind_names(" | ") +
+             " | file:PATH (one line of actions per device, F3.1 = micro-batch 3 on virtual "
+             "stage 1, as gpipe_sim --write-schedule writes them; format in "
+             "core/include/gpipe/schedule_file.h)")
       ->default_str(to_string(s.schedule))
-      ->check(cli::parsed_by([](const std::string& v) { parse_schedule_kind(v); }))
+      ->check(cli::parsed_by([](const std::string& v) {
+        PipelineShape probe;
+        set_schedule(probe, v);
+      }))
       ->group(group);
   app.add_option("--virtual-stages", s.v,
-                 "v stages per device for interleaved-1f1b (default 2) and zbv (2); each "
-                 "--balance entry must be a multiple of v")
+                 "v stages per device for interleaved-1f1b and looped-bfs (default 2) and the V "
+                 "schedules zbv, dualpipev and v-half (2); each --balance entry must be a "
+                 "multiple of v")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, kMaxVirtualStages))
       ->group(group);
@@ -189,6 +247,7 @@ PipelineOptions to_pipeline_options(const PipelineShape& shape) {
   options.chunks(shape.M)
       .checkpoint(shape.checkpoint)
       .schedule(shape.schedule)
+      .program(shape.program)
       .virtual_stages(shape.v)
       .stage_balance(shape.stage_balance)
       .threads_per_device(shape.threads);

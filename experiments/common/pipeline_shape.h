@@ -10,10 +10,12 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "gpipe/pipeline.h"
+#include "gpipe/schedule_file.h"
 
 namespace gpipe {
 
@@ -22,6 +24,9 @@ struct PipelineShape {
   int64_t R = 1;  // data-parallel replicas (a launcher's choice: no gpipe_train flag)
   int64_t M = 1;  // micro-batches of each replica's batch
   ScheduleKind schedule = ScheduleKind::kGPipe;
+  // With schedule kCustom: the file it was read from (--schedule file:PATH) and its actions.
+  std::string schedule_file;
+  std::shared_ptr<const Schedule> program;
   int64_t v = 0;  // virtual stages per device; 0: the schedule's default
   Checkpoint checkpoint = Checkpoint::kExceptLast;
   std::vector<int64_t> balance;        // layers per device; empty: the trainer balances
@@ -31,12 +36,24 @@ struct PipelineShape {
 
   // v, or the schedule's default when v is 0.
   int64_t virtual_stages() const;
+  // The device of each of the K x v virtual stages: the file's, or the schedule's.
+  std::vector<int64_t> placement() const;
+  // The training step's compute actions: the file's, or make_schedule's for this shape.
+  Schedule training_schedule() const;
+  // "zb-h1", or "file:PATH" for a custom schedule: what --schedule reads back.
+  std::string schedule_name() const;
   bool operator==(const PipelineShape& other) const;
   bool operator!=(const PipelineShape& other) const { return !(*this == other); }
 
   // "K=2,R=1,M=8,schedule=1f1b,v=1,checkpoint=never,threads=1": what a plan is called.
   std::string describe() const;
 };
+
+// Sets the schedule from --schedule's text: a kind's name, or "file:PATH" (schedule_file.h):
+// then the file's v, and its K and M where `shape` has none of its own (K 0, M 1); the pipeline
+// refuses a K or M that disagrees with the file. Throws ConfigError naming the name, or the path
+// and the file's line.
+void set_schedule(PipelineShape& shape, const std::string& text);
 
 // The inverse of describe() for its keys (the balances and devices are not part of it). Keys
 // left out take K=1, R=1, M=1, gpipe, the schedule's v, checkpoint never, threads 1. Throws

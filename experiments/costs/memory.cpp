@@ -109,7 +109,7 @@ std::vector<double> predict_peak_bytes(const LayerCosts& costs, const Schedule& 
   GPIPE_CHECK(state_slots >= 0, ConfigError, "optimizer state slots must be >= 0, got ",
               state_slots);
   const auto bytes = stage_bytes(costs, stage_balance);
-  auto peaks = sum_per_device(schedule.kind, schedule.devices,
+  auto peaks = sum_per_device(schedule.stage_device, schedule.devices,
                               sum_by_stage(costs.parameter_bytes, stage_balance));
   for (auto& p : peaks)
     p *= static_cast<double>(2 + state_slots);

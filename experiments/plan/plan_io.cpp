@@ -15,7 +15,7 @@ nlohmann::json to_json(const Plan& plan, const PlanRequest& request) {
       {"K", s.K},
       {"R", s.R},
       {"M", s.M},
-      {"schedule", to_string(s.schedule)},
+      {"schedule", s.schedule_name()},
       {"v", s.v},
       {"checkpoint", to_string(s.checkpoint)},
       {"balance", s.balance},

@@ -58,6 +58,31 @@ int64_t microbatch(const PlanRequest& request, const PipelineShape& shape) {
   return request.batch / shape.R / shape.M;
 }
 
+// The schedules worth trying at K devices and M micro-batches of a model of `num_layers`
+// layers, each with its v: every kind (or the request's only one) whose shape rules K and M
+// meet and whose K x v stages each get a layer; with one device every kind is gpipe. A schedule
+// file's program runs only at its own K and M.
+std::vector<std::pair<ScheduleKind, int64_t>> candidate_schedules(const PlanRequest& request,
+                                                                  int64_t K, int64_t M,
+                                                                  int64_t num_layers) {
+  const auto& only = request.schedule;
+  if (only && only->program) {
+    const auto& p = *only->program;
+    if (K != p.devices || M != p.microbatches || K * p.virtual_stages > num_layers) return {};
+    return {{ScheduleKind::kCustom, p.virtual_stages}};
+  }
+  if (K == 1 && !only) return {{ScheduleKind::kGPipe, 1}};
+  std::vector<std::pair<ScheduleKind, int64_t>> schedules;
+  for (auto kind : all_schedule_kinds()) {
+    if (only && kind != only->schedule) continue;
+    const int64_t v = default_virtual_stages(kind);
+    if (K * v <= num_layers && schedule_shape_error(kind, K, M, v).empty()) {
+      schedules.push_back({kind, v});
+    }
+  }
+  return schedules;
+}
+
 }  // namespace
 
 double Plan::max_peak_bytes() const {
@@ -80,16 +105,7 @@ std::vector<PipelineShape> candidate_shapes(const PlanRequest& request, int64_t 
       const int threads = cpu ? static_cast<int>(n / (K * R)) : 1;
       for (int64_t M : divisors(request.batch / R)) {
         if (M > request.max_chunks) continue;
-        std::vector<std::pair<ScheduleKind, int64_t>> schedules = {{ScheduleKind::kGPipe, 1}};
-        if (K > 1) {
-          schedules.push_back({ScheduleKind::k1F1B, 1});
-          schedules.push_back({ScheduleKind::kZBH1, 1});
-          if (M % K == 0 && 2 * K <= num_layers) {
-            schedules.push_back({ScheduleKind::kInterleaved1F1B, 2});
-          }
-          if (2 * K <= num_layers) schedules.push_back({ScheduleKind::kZBV, 2});
-        }
-        for (const auto& [kind, v] : schedules) {
+        for (const auto& [kind, v] : candidate_schedules(request, K, M, num_layers)) {
           for (auto checkpoint :
                {Checkpoint::kNever, Checkpoint::kExceptLast, Checkpoint::kAlways}) {
             // With one micro-batch, except_last checkpoints nothing: it is `never`.
@@ -100,6 +116,10 @@ std::vector<PipelineShape> candidate_shapes(const PlanRequest& request, int64_t 
             shape.M = M;
             shape.schedule = kind;
             shape.v = v;
+            if (kind == ScheduleKind::kCustom) {
+              shape.program = request.schedule->program;
+              shape.schedule_file = request.schedule->schedule_file;
+            }
             shape.checkpoint = checkpoint;
             shape.threads = threads;
             shapes.push_back(shape);
@@ -130,11 +150,11 @@ Plan predict(CostBook& book, const PlanRequest& request, const PipelineShape& sh
              const std::vector<int64_t>& stage_balance, double slowdown) {
   const int64_t micro = microbatch(request, shape);
   const auto& costs = book.at(micro, shape.threads).layers;
-  const auto schedule = make_schedule(shape.schedule, shape.K, shape.M, shape.v);
+  const auto schedule = shape.training_schedule();
   Plan plan;
   plan.shape = shape;
   plan.shape.stage_balance = stage_balance;
-  plan.shape.balance = sum_per_device(shape.schedule, shape.K, stage_balance);
+  plan.shape.balance = sum_per_device(schedule.stage_device, shape.K, stage_balance);
   plan.shape.devices.clear();
   for (int64_t d = 0; d < shape.K && !request.devices.empty(); ++d)
     plan.shape.devices.push_back(request.devices[d]);
@@ -146,9 +166,9 @@ Plan predict(CostBook& book, const PlanRequest& request, const PipelineShape& sh
       c *= slowdown;
   }
   const auto result = simulate(schedule, sim_costs, shape.checkpoint);
-  const auto updates =
-      sum_per_device(schedule.kind, schedule.devices, sum_by_stage(costs.update_ms, stage_balance));
-  const auto params = sum_per_device(schedule.kind, schedule.devices,
+  const auto updates = sum_per_device(schedule.stage_device, schedule.devices,
+                                      sum_by_stage(costs.update_ms, stage_balance));
+  const auto params = sum_per_device(schedule.stage_device, schedule.devices,
                                      sum_by_stage(costs.parameter_bytes, stage_balance));
   plan.pipeline_ms = result.step_time;
   plan.bubble_fraction = result.bubble_fraction;
@@ -169,8 +189,7 @@ Plan predict(CostBook& book, const PlanRequest& request, const PipelineShape& sh
 
 Plan predict(CostBook& book, const PlanRequest& request, const PipelineShape& shape) {
   const auto& costs = book.at(microbatch(request, shape), shape.threads).layers;
-  const double kept = costs::kept_microbatches(
-      make_schedule(shape.schedule, shape.K, shape.M, shape.virtual_stages()), shape.checkpoint);
+  const double kept = costs::kept_microbatches(shape.training_schedule(), shape.checkpoint);
   std::optional<Plan> fastest, smallest;
   for (const auto& balance :
        candidate_balances(costs, shape.K * shape.v, book.state_slots(), kept)) {

@@ -81,6 +81,9 @@ struct PlanRequest {
   // CostBook::calibrate_in_rounds), and the search repeated again. Off by default: an A/B of
   // 0 and 2 showed no gain that drift does not swamp (docs/design.md, "Drift needs rounds").
   int calibration_extra_rounds = 0;
+  // Only this schedule (gpipe_plan --schedule): its kind, or a schedule file's program, which
+  // also fixes K and M. Unset: every schedule.
+  std::optional<PipelineShape> schedule;
 };
 
 // Every shape the search considers for a model of `num_layers` layers.

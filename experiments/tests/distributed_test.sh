@@ -108,14 +108,19 @@ case "$case_name" in
     eight=(--model mlp --layers 8 --width 32 --in-features 16 --classes 8 --batch-size 32
            --chunks 8 --steps 4 --seed 3 --dropout 0.1 --optimizer sgd --lr 0.05 --progress off)
     "$bin/gpipe_train" "${eight[@]}" --partitions 1 --json k1.json 2>/dev/null || fail "K=1"
-    for s in gpipe 1f1b interleaved-1f1b zb-h1 zbv; do
-      "$bin/gpipe_train" "${eight[@]}" --partitions 4 --schedule "$s" --json "local_$s.json" \
-        2>"local_$s.log" || fail "$s in process: $(tail -3 "local_$s.log")"
-      same_run k1.json "local_$s.json" 1e-6
+    # A schedule file too: dualpipev written out and read back as a custom schedule.
+    "$bin/gpipe_sim" -K 4 -M 8 --schedule dualpipev --write-schedule "$PWD/custom.txt" \
+      >/dev/null || fail "--write-schedule"
+    for name in gpipe 1f1b interleaved-1f1b zb-h1 zb-h2 zbv looped-bfs dualpipev v-half custom; do
+      s=$name
+      [[ $name == custom ]] && s=file:$PWD/custom.txt
+      "$bin/gpipe_train" "${eight[@]}" --partitions 4 --schedule "$s" --json "local_$name.json" \
+        2>"local_$name.log" || fail "$name in process: $(tail -3 "local_$name.log")"
+      same_run k1.json "local_$name.json" 1e-6
       "$launch" --nproc-per-node 4 --master-port "$(free_port)" -- \
         "$bin/gpipe_train" --distributed "${eight[@]}" --partitions 4 --schedule "$s" \
-        --json "dist_$s.json" >run.log 2>&1 || fail "$s distributed: $(tail -5 run.log)"
-      same_run "local_$s.json" "dist_$s.json" 1e-6
+        --json "dist_$name.json" >run.log 2>&1 || fail "$name distributed: $(tail -5 run.log)"
+      same_run "local_$name.json" "dist_$name.json" 1e-6
     done
     ;;
   grad_clip)

@@ -308,17 +308,33 @@ TEST_F(PlanSearch, APlanIsTheTrainersShape) {
 // Every shape a user or a plan can give survives being printed and read back: as gpipe_train
 // flags (one balance; R is not a flag) and as a plan's description (its keys).
 TEST(PipelineShape, FlagsAndDescriptionsReadBackAsTheSameShape) {
+  // Every kind, and two schedule files (one stage per device, and a V).
+  std::vector<PipelineShape> schedules;
+  for (auto kind : all_schedule_kinds()) {
+    PipelineShape shape;
+    shape.schedule = kind;
+    shape.v = default_virtual_stages(kind);
+    schedules.push_back(shape);
+  }
+  const auto folder = std::filesystem::temp_directory_path() / "gpipe_test_shape_files";
+  std::filesystem::create_directories(folder);
+  for (auto kind : {ScheduleKind::kZBH1, ScheduleKind::kDualPipeV}) {
+    const auto path = (folder / (to_string(kind) + ".txt")).string();
+    std::ofstream(path) << write_schedule(make_schedule(kind, 2, 4, default_virtual_stages(kind)));
+    PipelineShape shape;
+    set_schedule(shape, "file:" + path);
+    ASSERT_EQ(shape.schedule, ScheduleKind::kCustom);
+    EXPECT_EQ(shape.schedule_name(), "file:" + path);
+    schedules.push_back(shape);
+  }
   int cases = 0;
-  for (auto kind : {ScheduleKind::kGPipe, ScheduleKind::k1F1B, ScheduleKind::kInterleaved1F1B,
-                    ScheduleKind::kZBH1, ScheduleKind::kZBV}) {
-    const int64_t v = default_virtual_stages(kind);
+  for (const auto& schedule : schedules) {
+    const int64_t v = schedule.v;
     for (auto checkpoint : {Checkpoint::kAlways, Checkpoint::kExceptLast, Checkpoint::kNever}) {
       for (bool explicit_layout : {false, true}) {
-        PipelineShape shape;
+        PipelineShape shape = schedule;
         shape.K = 2;
         shape.M = 4;
-        shape.schedule = kind;
-        shape.v = v;
         shape.checkpoint = checkpoint;
         shape.threads = explicit_layout ? 3 : 0;
         if (explicit_layout) {
@@ -342,14 +358,16 @@ TEST(PipelineShape, FlagsAndDescriptionsReadBackAsTheSameShape) {
         const auto described = parse_shape(shape.describe());
         EXPECT_EQ(described.describe(), shape.describe());
         EXPECT_TRUE(described.K == shape.K && described.R == shape.R && described.M == shape.M &&
-                    described.schedule == shape.schedule && described.v == shape.v &&
+                    described.schedule == shape.schedule &&
+                    described.schedule_file == shape.schedule_file && described.v == shape.v &&
                     described.checkpoint == shape.checkpoint && described.threads == shape.threads)
             << shape.describe();
         ++cases;
       }
     }
   }
-  EXPECT_EQ(cases, 30);
+  EXPECT_EQ(cases, 6 * static_cast<int>(schedules.size()));
+  std::filesystem::remove_all(folder);
   // --devices N is a number of cores to plan for, not a device list.
   train::TrainOptions options;
   CLI::App app;

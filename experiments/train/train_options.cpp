@@ -35,7 +35,7 @@ nlohmann::json TrainOptions::to_json() const {
       {"balance_by", balance_by},
       {"chunks", shape.M},
       {"checkpoint", to_string(shape.checkpoint)},
-      {"schedule", to_string(shape.schedule)},
+      {"schedule", shape.schedule_name()},
       {"virtual_stages", shape.v},
       {"stage_balance", c10::Join(",", shape.stage_balance)},
       {"plan", plan},

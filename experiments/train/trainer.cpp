@@ -283,7 +283,7 @@ TrainResult Trainer::run() {
         c10::str("model ", o.model.name(), ": ", total_layers_, " layers, ", result.parameters,
                  " parameters; balance ", c10::Join(",", shape_.balance), ", M=", o.shape.M,
                  ", checkpoint ", to_string(o.shape.checkpoint), ", schedule ",
-                 to_string(o.shape.schedule), ", ", o.optimizer.name(), " lr ", o.optimizer.lr()));
+                 o.shape.schedule_name(), ", ", o.optimizer.name(), " lr ", o.optimizer.lr()));
     log.progress.info(
         c10::str("data: ", data_->describe(), "; ", total, " steps of batch ", o.batch_size));
   }
@@ -458,7 +458,7 @@ void Trainer::resolve_balance() {
         " entries; it needs K x v = ",
         (asked.K > 0 ? std::to_string(asked.K * v) : "a multiple of v=" + std::to_string(v)));
     shape_.K = S / v;
-    shape_.balance = sum_per_device(kind, shape_.K, stages);
+    shape_.balance = sum_per_device(shape_.placement(), shape_.K, stages);
     // A plan gives both; given by hand, one of them.
     GPIPE_CHECK(asked.balance.empty() || asked.balance == shape_.balance, ConfigError, "--balance ",
                 c10::Join(",", asked.balance), " and --stage-balance ", c10::Join(",", stages),
@@ -476,7 +476,7 @@ void Trainer::resolve_balance() {
   }
   shape_.K = asked.K > 0 ? asked.K : 1;
   const auto stages = balance_stages(shape_.K * v);
-  shape_.balance = sum_per_device(kind, shape_.K, stages);
+  shape_.balance = sum_per_device(shape_.placement(), shape_.K, stages);
   if (v > 1) shape_.stage_balance = stages;
 }
 

@@ -19,6 +19,7 @@
 #include "gpipe/pipeline.h"
 #include "gpipe/profile.h"
 #include "gpipe/schedule.h"
+#include "gpipe/schedule_file.h"
 #include "gpipe/simulator.h"
 #include "gpipe/snapshot.h"
 #include "gpipe/stage.h"

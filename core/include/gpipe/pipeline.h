@@ -57,8 +57,12 @@ struct PipelineOptions {
   TORCH_ARG(int64_t, chunks) = 1;
   TORCH_ARG(Checkpoint, checkpoint) = Checkpoint::kExceptLast;
   TORCH_ARG(ScheduleKind, schedule) = ScheduleKind::kGPipe;
-  // v, virtual stages per device; 0 means the schedule's default (2 for interleaved-1f1b and
-  // zbv, else 1).
+  // With schedule kCustom: the training schedule's compute actions (read_schedule in
+  // schedule_file.h). Its devices, micro-batches, v and placement are the run's: the balance,
+  // chunks and virtual_stages must agree with it.
+  TORCH_ARG(std::shared_ptr<const Schedule>, program) = nullptr;
+  // v, virtual stages per device; 0 means the schedule's default (2 for interleaved-1f1b,
+  // looped-bfs and the V's, else 1).
   TORCH_ARG(int64_t, virtual_stages) = 0;
   // Layers of each of the K*v virtual stages, in model order, instead of an even split of each
   // device's balance entry; a device's stages must add up to its balance entry.

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,22 @@ SimulationResult simulate(const Schedule& schedule, const SimulationCosts& costs
 // second virtual stage. This is what the schedule headers draw.
 std::vector<std::string> draw_schedule(const Schedule& schedule,
                                        Checkpoint checkpoint = Checkpoint::kNever);
+
+// The bubble fraction the schedule's paper or construction predicts for equal devices, where
+// F, B and W are one device's forward, input-gradient and weight-gradient time per micro-batch
+// (all its virtual stages; B + W is the whole backward): idle time t over M(F+B+W) + t, with t
+//   gpipe, 1f1b                 (K-1)(F+B+W)
+//   interleaved-1f1b            (K-1)(F+B+W)/v
+//   looped-bfs                  (K-1)(F+B+W)/v          (M >= K)
+//   zb-h1                       (K-1)(F+B-W)
+//   zb-h2                       (K-1) max(F, F+B-2W)    (a step that ends together)
+//   dualpipev                   (K-1)(F&B + B' - 3W')   DeepSeek's, per half-stage chunk: F&B the
+//                               paired forward and backward (run in turn here: (F+B+W)/2),
+//                               B' = (B+W)/2, W' = W/2
+//   v-half                      (K-1)(F+B) - W/2        (the last micro-batch's path)
+// zbv has none (its order is a list scheduler's): nullopt.
+std::optional<double> bubble_formula(ScheduleKind kind, int64_t K, int64_t M, int64_t v, double F,
+                                     double B, double W);
 
 // Per-stage sums of per-layer costs under `balance`.
 std::vector<double> sum_by_stage(const std::vector<double>& layer_costs,

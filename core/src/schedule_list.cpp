@@ -1,18 +1,18 @@
-// zbv's order: a list scheduler over the V placement, run at unit costs (F = B = W = 1).
+// The list-scheduled orders (zb-h2, zbv, v-half): a list scheduler run at unit costs
+// (F = B = W = 1 per virtual stage).
 //
-// Why a scheduler and not a formula: the V's two halves meet on every device at different
-// times, and a deferred W is only worth running where it fits before the next input arrives.
-// Simulating the step at unit costs and recording what each device ran is the simplest exact
-// statement of that rule; the result is a fixed list like any other schedule's.
+// Why a scheduler and not a formula: where a schedule's rule is "run what is ready, defer W into
+// the gaps, hold at most so many micro-batches", the exact order depends on when each input
+// arrives. Simulating the step at unit costs and recording what each device ran is the simplest
+// exact statement of that rule; the result is a fixed list like any other schedule's.
 #include <algorithm>
 #include <deque>
-#include <limits>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include "gpipe/errors.h"
-#include "gpipe/schedule.h"
+#include "schedule_list.h"
 
 namespace gpipe {
 namespace {
@@ -31,14 +31,15 @@ struct Pick {
 };
 
 // The list scheduler's state at unit costs: when each (stage, micro-batch)'s F and B ended, each
-// device's clock, the half-stage micro-batches it holds and the W's it still owes.
-class ZbvScheduler {
+// device's clock, the stage micro-batches it holds and the W's it still owes.
+class ListScheduler {
  public:
-  ZbvScheduler(int64_t K, int64_t M)
+  ListScheduler(int64_t K, int64_t M, ListRule rule)
       : K_(K),
         M_(M),
-        S_(2 * K),
-        limit_(2 * K),
+        S_(static_cast<int64_t>(rule.stage_device.size())),
+        rule_(std::move(rule)),
+        stages_(K),
         f_end_(S_, std::vector<int64_t>(M, kNone)),
         b_end_(S_, std::vector<int64_t>(M, kNone)),
         next_f_(S_, 0),
@@ -46,7 +47,10 @@ class ZbvScheduler {
         clock_(K, 0),
         held_(K, 0),
         owed_w_(K),
-        actions_(K) {}
+        actions_(K) {
+    for (int64_t s = 0; s < S_; ++s)
+      stages_[rule_.stage_device[s]].push_back(s);
+  }
 
   std::vector<std::vector<Action>> run() {
     for (int64_t remaining = 2 * S_ * M_; remaining > 0;) {  // F and B of every (stage, m)
@@ -56,7 +60,7 @@ class ZbvScheduler {
       for (int64_t d = 0; d < K_; ++d) {
         Pick pick = best_of(d);
         // Memory blocks every forward and no backward is ready: a W must run first.
-        const bool must_w = pick.stage < 0 && !owed_w_[d].empty() && held_[d] >= limit_;
+        const bool must_w = pick.stage < 0 && !owed_w_[d].empty() && held_[d] >= rule_.limit[d];
         if (must_w) pick = Pick{clock_[d], clock_[d], 2, 0, 0, -1, false};
         if (pick.stage < 0 && !must_w) continue;
         if (best_device < 0 ||
@@ -66,8 +70,8 @@ class ZbvScheduler {
           forced_w = must_w;
         }
       }
-      GPIPE_CHECK(best_device >= 0, Error, "zbv could not schedule K=", K_, " M=", M_,
-                  ": every device waits (a bug in the list scheduler)");
+      GPIPE_CHECK(best_device >= 0, Error, "the list scheduler could not schedule K=", K_,
+                  " M=", M_, ": every device waits (its memory limit is too small)");
       if (forced_w) {
         run_w(best_device);
       } else {
@@ -83,10 +87,10 @@ class ZbvScheduler {
   }
 
  private:
-  // Device d's best ready F or B over its two half-stages (stage < 0: none is ready).
+  // Device d's best ready F or B over its stages (stage < 0: none is ready).
   Pick best_of(int64_t d) const {
     Pick pick;
-    for (int64_t s : {d, S_ - 1 - d}) {
+    for (int64_t s : stages_[d]) {
       const int64_t mb = next_b_[s];
       if (mb < M_ && f_end_[s][mb] != kNone) {
         const int64_t ready = s == S_ - 1 ? f_end_[s][mb] : b_end_[s + 1][mb];
@@ -96,8 +100,8 @@ class ZbvScheduler {
         }
       }
       const int64_t mf = next_f_[s];
-      if (mf < M_ && held_[d] < limit_) {
-        const int64_t ready = s == 0 ? 0 : f_end_[s - 1][mf];
+      if (mf < M_ && held_[d] < rule_.limit[d]) {
+        const int64_t ready = s == 0 ? rule_.entry_interval * mf : f_end_[s - 1][mf];
         if (ready != kNone) {
           Pick c{ready, std::max(ready, clock_[d]), 1, mf, -s, s, false};
           if (pick.stage < 0 || c.better_than(pick)) pick = c;
@@ -139,7 +143,8 @@ class ZbvScheduler {
   }
 
   const int64_t K_, M_, S_;
-  const int64_t limit_;  // half-stage micro-batches a device may hold: 1F1B's peak
+  const ListRule rule_;
+  std::vector<std::vector<int64_t>> stages_;  // per device, its stages in model order
   std::vector<std::vector<int64_t>> f_end_, b_end_;
   std::vector<int64_t> next_f_, next_b_, clock_, held_;
   std::vector<std::deque<std::pair<int64_t, int64_t>>> owed_w_;
@@ -148,8 +153,8 @@ class ZbvScheduler {
 
 }  // namespace
 
-std::vector<std::vector<Action>> zbv_actions(int64_t K, int64_t M) {
-  return ZbvScheduler(K, M).run();
+std::vector<std::vector<Action>> list_schedule(int64_t K, int64_t M, ListRule rule) {
+  return ListScheduler(K, M, std::move(rule)).run();
 }
 
 }  // namespace gpipe
