@@ -29,8 +29,23 @@ struct Lines {
   std::vector<std::vector<Entry>> devices;
 };
 
+// A token as a message shows it: at most 40 characters, bytes that do not print as \xNN.
+std::string shown(const std::string& token) {
+  std::string out;
+  for (size_t i = 0; i < token.size() && i < 40; ++i) {
+    const auto c = static_cast<unsigned char>(token[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      const char* hex = "0123456789abcdef";
+      out += std::string("\\x") + hex[c >> 4] + hex[c & 15];
+    }
+  }
+  return token.size() > 40 ? out + "..." : out;
+}
+
 std::string at(const Entry& e) {
-  return c10::str("line ", e.line, ", ", e.token, ": ");
+  return c10::str("line ", e.line, ", ", shown(e.token), ": ");
 }
 
 std::string name(ActionKind kind, int64_t m, int64_t s) {
@@ -89,7 +104,7 @@ Lines read_lines(const std::string& text) {
       if (token == ".") continue;
       const auto device = static_cast<int64_t>(lines.devices.size());
       const auto action = parse_action(token, device);
-      GPIPE_CHECK(action.has_value(), ConfigError, "line ", number, ", ", token,
+      GPIPE_CHECK(action.has_value(), ConfigError, "line ", number, ", ", shown(token),
                   ": not an action; write F, B or W, the micro-batch, '.', the virtual stage "
                   "(F3.1), numbers up to ",
                   kMaxIndex);

@@ -111,6 +111,9 @@ TEST(ScheduleFile, EachBrokenRuleNamesTheLineTheActionAndTheRule) {
   expect_file_error("F0.0 F0.1 B0.1 B0.0\nF0.2 B0.2\n", {"line 2 runs 1 stages", "line 1 runs 2"});
   expect_file_error("F0.0 B0.0 W0.0 F1.0 B1.0\n", {"line 1, B1.0", "no W1.0", "every B its W"});
   expect_file_error("# nothing\n\n", {"no device lines"});
+  // Bytes that do not print are shown escaped, and a long token cut short.
+  expect_file_error(std::string("F0.0 \x01\xff\n"), {"line 1, \\x01\\xff: not an action"});
+  expect_file_error("F0.0 " + std::string(100, 'F') + "\n", {"line 1, FFFF", "...: not an action"});
 }
 
 }  // namespace

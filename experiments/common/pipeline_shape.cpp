@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -50,6 +51,8 @@ constexpr size_t kMaxScheduleFileBytes = size_t{16} << 20;
 
 // The schedule in `path`, read once: an error names the path and, for a bad file, its line.
 std::shared_ptr<const Schedule> read_schedule_file(const std::string& path) {
+  GPIPE_CHECK(!std::filesystem::is_directory(path), ConfigError, "schedule file '", path,
+              "' is a folder");
   std::ifstream in(path, std::ios::binary);
   GPIPE_CHECK(!path.empty() && in.good(), ConfigError, "cannot read schedule file '", path, "'");
   std::string text;

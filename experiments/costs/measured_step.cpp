@@ -80,6 +80,7 @@ TrainingMeasurement measure_training(const models::ModelBuilder& builder,
     if (i == warmup) cpu.emplace();
     const auto start = std::chrono::steady_clock::now();
     result.loss = pipeline.train_step(batch.input, batch.target);
+    result.losses.push_back(result.loss);
     for (const auto& device : pipeline.devices()) {
       synchronize(device);
     }

@@ -41,8 +41,9 @@ class CpuMeter {
 struct TrainingMeasurement {
   std::vector<double> step_ms;  // wall time of each timed train_step (forward, backward, update)
   double median_step_ms = 0;
-  double loss = 0;        // of the last step
-  CpuMeter::Reading cpu;  // over the timed steps
+  double loss = 0;             // of the last step
+  std::vector<double> losses;  // of every step, the warm-up's first
+  CpuMeter::Reading cpu;       // over the timed steps
   // Per device, of the last step: the peak bytes over the whole train_step (forward, backward and
   // the optimizer update), the bytes it held when the step began (parameters, gradients,
   // optimizer state), and the activation peak (the forward/backward peak less those).

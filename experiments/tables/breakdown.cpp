@@ -69,7 +69,14 @@ std::string StepBreakdown::largest_overhead() const {
 StepBreakdown simulated_breakdown(const costs::LayerCosts& costs, int64_t K, int64_t M,
                                   Checkpoint checkpoint, const LinkModel& link_seconds,
                                   const std::vector<int64_t>& balance) {
-  const auto schedule = make_schedule(ScheduleKind::kGPipe, K, M);
+  return simulated_breakdown(costs, make_schedule(ScheduleKind::kGPipe, K, M), checkpoint,
+                             link_seconds, balance);
+}
+
+StepBreakdown simulated_breakdown(const costs::LayerCosts& costs, const Schedule& schedule,
+                                  Checkpoint checkpoint, const LinkModel& link_seconds,
+                                  const std::vector<int64_t>& balance) {
+  const int64_t K = schedule.devices, M = schedule.microbatches;
   const auto linked = costs::stage_costs_ms(costs, balance, link_seconds);
   auto unlinked = costs::stage_costs_ms(costs, balance, link_preset("none"));
   const auto with_link = simulate(schedule, linked, checkpoint);
@@ -90,7 +97,8 @@ StepBreakdown simulated_breakdown(const costs::LayerCosts& costs, int64_t K, int
     work_slot(out, e.name) += e.duration;
     work += e.duration;
   }
-  const auto updates = sum_by_stage(costs.update_ms, balance);
+  const auto updates =
+      sum_per_device(schedule.stage_device, K, sum_by_stage(costs.update_ms, balance));
   const double slowest_update = *std::max_element(updates.begin(), updates.end());
   const double k = static_cast<double>(K);
   out.step_ms = with_link.step_time + slowest_update;
@@ -100,6 +108,10 @@ StepBreakdown simulated_breakdown(const costs::LayerCosts& costs, int64_t K, int
   out.bubble = k * balanced.step_time - work;
   out.imbalance =
       k * (without_link.step_time - balanced.step_time) + (k * slowest_update - total(updates));
+  if (out.imbalance < 0) {  // an order fixed at unit costs can idle more on equal stages
+    out.bubble += out.imbalance;
+    out.imbalance = 0;
+  }
   for (double* f : slots(out))
     *f /= device_time;
   return out;

@@ -48,8 +48,13 @@ struct StepBreakdown {
   std::string largest_overhead() const;
 };
 
-// The GPipe step of `costs` on K devices, M micro-batches, `balance`, `checkpoint` and
-// `link_seconds`, simulated.
+// The step of `schedule` (compute actions; K devices, M micro-batches) over `costs` cut into
+// `stage_balance` (one entry per virtual stage), with `checkpoint` and `link_seconds`,
+// simulated.
+StepBreakdown simulated_breakdown(const costs::LayerCosts& costs, const Schedule& schedule,
+                                  Checkpoint checkpoint, const LinkModel& link_seconds,
+                                  const std::vector<int64_t>& stage_balance);
+// The GPipe step on K devices, M micro-batches and `balance` (one entry per device).
 StepBreakdown simulated_breakdown(const costs::LayerCosts& costs, int64_t K, int64_t M,
                                   Checkpoint checkpoint, const LinkModel& link_seconds,
                                   const std::vector<int64_t>& balance);

@@ -49,6 +49,9 @@ KINDS = {
     "real": ["nan", "inf", "-inf", "1e400", "", "x"],
     # one of a set of names
     "choice": ["", "no-such-value", "\x1b[31mred\udcff"],  # an escape, an invalid UTF-8 byte
+    # a schedule's name, or file:PATH of a schedule file
+    "schedule": ["", "no-such-value", "\x1b[31mred\udcff", "file:", "file:no/such/file", "file:/",
+                 "file:/dev/null", "file:/etc/passwd"],
     # a comma-separated list of counts
     "counts": ["", ",", "2,,2", "x", "-1", "0", OVERFLOW, "1e30"],
     # class lists and ranges ("0-4", "5,7,9")
