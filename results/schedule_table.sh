@@ -5,15 +5,47 @@
 # simulated from each model's measured layer costs. Writes <model>.md, .csv, .json and .png,
 # and the time each model took in README.md's table. Run it on an otherwise idle machine.
 #
-#   results/schedule_table.sh [ROUNDS]
+#   results/schedule_table.sh [ROUNDS]   |   results/schedule_table.sh --summary-only
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rounds=${1:-3}
 out=results/schedule_table
-scripts/build.sh schedule_table >&2
-mkdir -p "$out"
 py=/usr/bin/python3
 [[ -x $py ]] || py=python3
+summarise() {  # summary.md: per model the time, the best cell of each K and the prediction error
+  "$py" - "$out" >"$out/summary.md" <<'PY'
+import json, statistics, sys
+out = sys.argv[1]
+times = dict(line.split() for line in open(f"{out}/times.txt"))
+print("# Schedules against naive-2 (`results/schedule_table.sh`)\n")
+print("Per model: the whole table (`<model>.md`, `.csv`, `.json`, `.png`), the time it took, the "
+      "fastest cell of each K (measured at K=2 on two CPU virtual devices, simulated at K=4), "
+      "and how far the simulator's prediction of each measured cell was from the measurement "
+      "(predicted over measured, minus 1).\n")
+print("| model | seconds | cells (measured) | fastest K=2 (measured) | fastest K=4 (simulated) "
+      "| prediction error of measured cells: median (min, max) | largest loss difference |")
+print("|---|---:|---|---|---|---|---:|")
+for name in ["amoebanet-d", "transformer-l"]:
+    rows = json.load(open(f"{out}/{name}.json"))["rows"]
+    measured = [r for r in rows if r["source"] == "measured"]
+    errors = [r["predicted_step_ms"] / r["step_ms"] - 1 for r in measured if r["M"] > 1]
+    best = {}
+    for K, source in [(2, "measured"), (4, "simulated")]:
+        r = max((r for r in rows if r["K"] == K and r["source"] == source),
+                key=lambda r: r["speedup_over_naive2"])
+        best[K] = f"{r['schedule']} M={r['M']} {r['checkpoint']}: {r['speedup_over_naive2']:.3f}x"
+    loss = max(r["max_loss_difference"] or 0 for r in rows)
+    print(f"| {name} | {times[name]} | {len(rows)} ({len(measured)}) | {best[2]} | {best[4]} | "
+          f"{statistics.median(errors):+.1%} ({min(errors):+.1%}, {max(errors):+.1%}) | {loss:.1e} |")
+PY
+  cat "$out/summary.md"
+}
+if [[ "${1:-}" == "--summary-only" ]]; then
+  summarise
+  exit 0
+fi
+rounds=${1:-3}
+scripts/build.sh schedule_table >&2
+mkdir -p "$out"
 table=(--ks 2,4 --ms 2,4,8 --checkpoints never,always --rounds "$rounds" --measure-warmup 1
   --measure-steps 2)
 # SGD at a small learning rate: the loss column then shows the schedules' float summation order
@@ -57,4 +89,4 @@ fig.savefig(sys.argv[2], dpi=100)
 PY
 done
 echo "results/schedule_table.sh $rounds" >"$out/COMMAND"
-cat "$out/times.txt"
+summarise
