@@ -31,17 +31,7 @@ struct Lines {
 
 // A token as a message shows it: at most 40 characters, bytes that do not print as \xNN.
 std::string shown(const std::string& token) {
-  std::string out;
-  for (size_t i = 0; i < token.size() && i < 40; ++i) {
-    const auto c = static_cast<unsigned char>(token[i]);
-    if (c >= 0x20 && c < 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      const char* hex = "0123456789abcdef";
-      out += std::string("\\x") + hex[c >> 4] + hex[c & 15];
-    }
-  }
-  return token.size() > 40 ? out + "..." : out;
+  return token.size() > 40 ? printable(token.substr(0, 40)) + "..." : printable(token);
 }
 
 std::string at(const Entry& e) {

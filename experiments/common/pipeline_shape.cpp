@@ -51,10 +51,16 @@ constexpr size_t kMaxScheduleFileBytes = size_t{16} << 20;
 
 // The schedule in `path`, read once: an error names the path and, for a bad file, its line.
 std::shared_ptr<const Schedule> read_schedule_file(const std::string& path) {
-  GPIPE_CHECK(!std::filesystem::is_directory(path), ConfigError, "schedule file '", path,
-              "' is a folder");
+  // Only a regular file: a folder, a device or a pipe would fail late or block (std::error_code:
+  // a name too long for the system is an answer too, not an exception).
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  GPIPE_CHECK(!std::filesystem::is_directory(status), ConfigError, "schedule file '",
+              printable(path), "' is a folder");
+  GPIPE_CHECK(std::filesystem::is_regular_file(status), ConfigError, "cannot read schedule file '",
+              printable(path), "'", error ? ": " + error.message() : ": not a regular file");
   std::ifstream in(path, std::ios::binary);
-  GPIPE_CHECK(!path.empty() && in.good(), ConfigError, "cannot read schedule file '", path, "'");
+  GPIPE_CHECK(in.good(), ConfigError, "cannot read schedule file '", printable(path), "'");
   std::string text;
   char buffer[1 << 16];
   while (in.read(buffer, sizeof(buffer)) || in.gcount() > 0) {
@@ -65,7 +71,7 @@ std::shared_ptr<const Schedule> read_schedule_file(const std::string& path) {
   try {
     return std::make_shared<const Schedule>(read_schedule(text));
   } catch (const ConfigError& e) {
-    throw ConfigError(c10::str("schedule file ", path, ": ", e.what()));
+    throw ConfigError(c10::str("schedule file ", printable(path), ": ", e.what()));
   }
 }
 
