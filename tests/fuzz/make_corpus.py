@@ -33,10 +33,13 @@ for fmt, mode in (("PNG", "RGB"), ("JPEG", "RGB"), ("BMP", "RGB"), ("PNG", "L"))
     picture.convert(mode).save(buf, fmt)
     put("image", f"{fmt.lower()}_{mode}.bin", bytes([1 if mode == "L" else 0]) + buf.getvalue())
 
-# Parsers: the first byte picks devices, ints, doubles, bytes, plan shape, size config, classes.
+# Parsers: the first byte picks devices, ints, doubles, bytes, plan shape, size config, classes,
+# schedule file.
 for i, text in enumerate(["cpu:0,cpu:1,cpu:2", "3,3,2", "0.5,1e-3,2", "512MiB",
                           "K=2,R=1,M=8,schedule=zb-h1,v=1,checkpoint=except_last",
-                          "pipeline-4", "0-4,7"]):
+                          "pipeline-4", "0-4,7",
+                          "# zb-h1 K=2 M=2\nF0.0 F1.0 B0.0 W0.0 B1.0 W1.0\n"
+                          "F0.1 B0.1 F1.1 B1.1 W0.1 W1.1\n"]):
     put("parsers", f"parser_{i}.txt", bytes([i]) + text.encode())
 
 # Config: the committed presets.
