@@ -53,13 +53,8 @@ struct SimOptions {
 
 // What is simulated: the schedule's shape and its per-virtual-stage costs in ms.
 struct SimSetup {
-  ScheduleKind kind = ScheduleKind::kGPipe;
-  std::shared_ptr<const Schedule> program;  // --schedule file:PATH
-  std::string schedule_name;                // "zb-h1", or "file:PATH"
-  Checkpoint checkpoint = Checkpoint::kNever;
-  int64_t partitions = 0;  // K devices
-  int64_t chunks = 0;      // M
-  int64_t v = 1;           // virtual stages per device
+  // K, M, v (resolved), re-materialisation and the schedule: a kind, or a file's program.
+  PipelineShape shape;
   SimulationCosts costs;
   // Layers per device (--balance) or per virtual stage (--balance-by cost), as the JSON reports
   // them; empty when the costs are per device.
@@ -72,11 +67,6 @@ struct LayerCut {
   std::vector<int64_t> stage_balance;
 };
 
-// The device of each virtual stage: the schedule file's, or the kind's.
-std::vector<int64_t> placement_of(const SimSetup& setup, int64_t K) {
-  return setup.program ? setup.program->stage_device : placement(setup.kind, K, setup.v);
-}
-
 // Declares the flags; their checks reject a bad value before anything runs.
 void add_flags(CLI::App& app, SimOptions& o) {
   app.add_option("--partitions,-K", o.partitions, "number of stages K (default 4, or from costs)")
@@ -88,10 +78,7 @@ void add_flags(CLI::App& app, SimOptions& o) {
                  schedule_kind_names(" | ") +
                      " | file:PATH (a schedule file: its K, M, v and placement are the run's)")
       ->capture_default_str()
-      ->check(cli::parsed_by([](const std::string& name) {
-        PipelineShape probe;
-        set_schedule(probe, name);
-      }));
+      ->check(cli::parsed_by(check_schedule));
   app.add_option("--write-schedule", o.write_schedule_path,
                  "write the schedule's actions as a schedule file (one line per device)")
       ->check(cli::output_file());
@@ -165,16 +152,18 @@ std::vector<double> layer_backward_costs(const SimOptions& o, const std::vector<
 // layers' forward+backward.
 LayerCut cut_layers(const SimOptions& o, const SimSetup& setup, const std::vector<double>& lf,
                     const std::vector<double>& lb) {
-  const int64_t v = setup.v;
+  const int64_t v = setup.shape.v;
   LayerCut cut;
   if (!o.balance_text.empty()) {
     cut.balance = cli::parse_ints(o.balance_text, "--balance");
     GPIPE_CHECK(o.partitions == 0 || o.partitions == static_cast<int64_t>(cut.balance.size()),
                 ConfigError, "--balance has ", cut.balance.size(), " devices but --partitions is ",
                 o.partitions);
-    const auto layout = make_layout(
-        PipelineOptions(cut.balance).schedule(setup.kind).program(setup.program).virtual_stages(v),
-        static_cast<int64_t>(lf.size()));
+    const auto layout = make_layout(PipelineOptions(cut.balance)
+                                        .schedule(setup.shape.schedule)
+                                        .program(setup.shape.program)
+                                        .virtual_stages(v),
+                                    static_cast<int64_t>(lf.size()));
     cut.stage_balance = layout.stage_balance;
   } else {
     GPIPE_CHECK(o.balance_by == "cost", ConfigError,
@@ -202,8 +191,9 @@ void set_layer_costs(const SimOptions& o, SimSetup& setup) {
   setup.balance = cut.balance;
   setup.costs.forward = sum_by_stage(lf, cut.stage_balance);
   setup.costs.backward = sum_by_stage(lb, cut.stage_balance);
-  setup.partitions =
-      o.partitions != 0 ? o.partitions : static_cast<int64_t>(cut.stage_balance.size()) / setup.v;
+  setup.shape.K = o.partitions != 0
+                      ? o.partitions
+                      : static_cast<int64_t>(cut.stage_balance.size()) / setup.shape.v;
 }
 
 // Stage costs from --forward-costs/--backward-costs: one per device, default 1 and 2 x forward.
@@ -226,14 +216,14 @@ void set_device_costs(const SimOptions& o, SimSetup& setup) {
               ConfigError, "--forward-costs and --backward-costs have ", device.forward.size(),
               " and ", device.backward.size(), " values but --partitions is ", K);
   // Each device's cost shared evenly by its virtual stages.
-  const int64_t v = setup.v;
-  const auto stage_device = placement_of(setup, K);
+  const int64_t v = setup.shape.v;
+  setup.shape.K = K;
+  const auto stage_device = setup.shape.placement();
   for (int64_t s = 0; s < K * v; ++s) {
     const int64_t d = stage_device[s];
     setup.costs.forward.push_back(device.forward[d] / static_cast<double>(v));
     setup.costs.backward.push_back(device.backward[d] / static_cast<double>(v));
   }
-  setup.partitions = K;
 }
 
 // The copy between stages in ms: --link's preset with the flags' overrides and boundary sizes.
@@ -256,12 +246,8 @@ SimSetup make_setup(const SimOptions& given) {
               given.partitions);
   SimOptions o = given;
   SimSetup setup;
-  PipelineShape shape;
-  set_schedule(shape, o.schedule_name);
-  setup.kind = shape.schedule;
-  setup.program = shape.program;
-  setup.schedule_name = shape.schedule_name();
-  if (const auto& p = setup.program) {  // the file's shape is the run's
+  set_schedule(setup.shape, o.schedule_name);
+  if (const auto& p = setup.shape.program) {  // the file's shape is the run's
     GPIPE_CHECK((o.partitions == 0 || o.partitions == p->devices) &&
                     (o.chunks == 0 || o.chunks == p->microbatches) &&
                     (o.virtual_stages == 0 || o.virtual_stages == p->virtual_stages),
@@ -273,13 +259,15 @@ SimSetup make_setup(const SimOptions& given) {
     o.virtual_stages = p->virtual_stages;
   }
   if (o.chunks == 0) o.chunks = 8;
-  setup.checkpoint = parse_checkpoint(o.checkpoint_name);
-  setup.chunks = o.chunks;
-  setup.v = o.virtual_stages > 0 ? o.virtual_stages : default_virtual_stages(setup.kind);
+  setup.shape.checkpoint = parse_checkpoint(o.checkpoint_name);
+  setup.shape.M = o.chunks;
+  setup.shape.v =
+      o.virtual_stages > 0 ? o.virtual_stages : default_virtual_stages(setup.shape.schedule);
   // The lowered program holds about three actions per (stage, micro-batch): bound its size.
-  GPIPE_CHECK((o.partitions > 0 ? o.partitions : 4) * setup.v * o.chunks <= kMaxStageChunks,
-              ConfigError, "-K ", o.partitions, " x --virtual-stages ", setup.v, " x -M ", o.chunks,
-              " stage micro-batches is more than the simulator takes (", kMaxStageChunks, ")");
+  GPIPE_CHECK((o.partitions > 0 ? o.partitions : 4) * setup.shape.v * o.chunks <= kMaxStageChunks,
+              ConfigError, "-K ", o.partitions, " x --virtual-stages ", setup.shape.v, " x -M ",
+              o.chunks, " stage micro-batches is more than the simulator takes (", kMaxStageChunks,
+              ")");
   GPIPE_CHECK(o.virtual_stages >= 0, ConfigError, "--virtual-stages must be >= 1, got ",
               o.virtual_stages);
   if (!o.layer_costs.empty()) {
@@ -303,12 +291,12 @@ nlohmann::json formula_json(const SimSetup& setup, const Schedule& schedule) {
     double total = 0;
     for (double c : per_stage)
       total += c;
-    return total / static_cast<double>(setup.partitions);
+    return total / static_cast<double>(setup.shape.K);
   };
   const double F = mean(costs.forward), backward = mean(costs.backward);
   const double W = schedule.splits_backward() ? costs.weight_fraction * backward : 0;
-  const auto formula =
-      bubble_formula(setup.kind, setup.partitions, setup.chunks, setup.v, F, backward - W, W);
+  const auto formula = bubble_formula(setup.shape.schedule, setup.shape.K, setup.shape.M,
+                                      setup.shape.v, F, backward - W, W);
   return formula ? nlohmann::json(*formula) : nlohmann::json(nullptr);
 }
 
@@ -316,27 +304,27 @@ nlohmann::json formula_json(const SimSetup& setup, const Schedule& schedule) {
 nlohmann::json result_json(const SimSetup& setup, const Schedule& schedule,
                            const SimulationResult& result) {
   const auto& costs = setup.costs;
-  const int64_t K = setup.partitions;
+  const int64_t K = setup.shape.K;
   const int64_t S = static_cast<int64_t>(costs.forward.size());
   std::vector<double> stage_cost;
   for (int64_t s = 0; s < S; ++s)
     stage_cost.push_back(costs.forward[s] + costs.backward[s]);
-  const auto device_cost = sum_per_device(placement_of(setup, K), K, stage_cost);
+  const auto device_cost = sum_per_device(setup.shape.placement(), K, stage_cost);
   const double max_stage = *std::max_element(device_cost.begin(), device_cost.end());
   auto json = to_json(result);
   json["time_unit"] = "ms";
   json["partitions"] = K;
-  json["chunks"] = setup.chunks;
-  json["schedule"] = setup.schedule_name;
-  json["virtual_stages"] = setup.v;
+  json["chunks"] = setup.shape.M;
+  json["schedule"] = setup.shape.schedule_name();
+  json["virtual_stages"] = setup.shape.v;
   json["weight_fraction"] = costs.weight_fraction;
-  json["checkpoint"] = to_string(setup.checkpoint);
+  json["checkpoint"] = to_string(setup.shape.checkpoint);
   json["balance"] = setup.balance.empty() ? nlohmann::json(nullptr) : nlohmann::json(setup.balance);
   json["max_stage_cost"] = max_stage;
   json["forward_costs"] = costs.forward;
   json["backward_costs"] = costs.backward;
   json["ideal_bubble_fraction"] =
-      static_cast<double>(K - 1) / static_cast<double>(setup.chunks + K - 1);
+      static_cast<double>(K - 1) / static_cast<double>(setup.shape.M + K - 1);
   json["bubble_formula"] = formula_json(setup, schedule);
   return json;
 }
@@ -362,15 +350,13 @@ nlohmann::json trace_json(const SimulationResult& result) {
 // --json, the timeline in --trace.
 int run_simulation(const SimOptions& o) {
   const auto setup = make_setup(o);
-  const auto schedule = setup.program
-                            ? *setup.program
-                            : make_schedule(setup.kind, setup.partitions, setup.chunks, setup.v);
+  const auto schedule = setup.shape.training_schedule();
   if (!o.write_schedule_path.empty())
     write_text_file(o.write_schedule_path, write_schedule(schedule));
-  const auto result = simulate(schedule, setup.costs, setup.checkpoint);
+  const auto result = simulate(schedule, setup.costs, setup.shape.checkpoint);
   auto json = result_json(setup, schedule, result);
   if (o.draw) {
-    const auto rows = draw_schedule(schedule, setup.checkpoint);
+    const auto rows = draw_schedule(schedule, setup.shape.checkpoint);
     json["drawing"] = rows;
     for (const auto& row : rows)
       std::cerr << row << "\n";

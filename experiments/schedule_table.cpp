@@ -64,8 +64,7 @@ struct Cell {
   plan::Plan plan;
   bool measured = false;
   tables::StepBreakdown breakdown;
-  std::vector<double> losses;       // measured: the last round's, every step
-  std::vector<int64_t> peak_bytes;  // measured (largest of the rounds) or predicted
+  std::vector<double> losses;  // measured: the last round's, every step
   std::optional<double> loss_difference;
   std::optional<double> speedup;
 };
@@ -171,10 +170,9 @@ std::vector<PipelineShape> table_shapes(const TableFlags& f, int64_t layers, int
 }
 
 // Every measured cell in turn, `rounds` times; then each one's breakdown from its last round.
-void measure_cells(std::vector<Cell>& cells, plan::CostBook& book, const plan::PlanRequest& request,
+void measure_cells(std::vector<Cell>& cells, plan::CostBook& book,
+                   const models::ModelBuilder& builder, const models::SampleBatch& batch,
                    const TableFlags& f) {
-  const auto builder = models::make_model(book.model());
-  const auto batch = builder->sample_batch(request.batch, book.seed() + 1);
   std::vector<Cell*> measured;
   for (auto& c : cells) {
     if (c.measured) measured.push_back(&c);
@@ -185,7 +183,7 @@ void measure_cells(std::vector<Cell>& cells, plan::CostBook& book, const plan::P
       Cell& c = *measured[i];
       spdlog::info("measuring, round {} of {}, cell {} of {}: {}", round, f.rounds, i + 1,
                    measured.size(), c.plan.shape.describe());
-      auto m = costs::measure_training(*builder, batch, c.plan.shape, book.optimizer(), f.warmup,
+      auto m = costs::measure_training(builder, batch, c.plan.shape, book.optimizer(), f.warmup,
                                        f.steps, book.seed());
       plan::add_measurement(c.plan, m.step_ms, m.peak_bytes);
       last[&c] = std::move(m);
@@ -196,15 +194,13 @@ void measure_cells(std::vector<Cell>& cells, plan::CostBook& book, const plan::P
     c->breakdown =
         tables::measured_breakdown(m.last_step_events, *c->plan.measured_step_ms, c->breakdown);
     c->losses = m.losses;
-    c->peak_bytes = c->plan.measured_peak_bytes;
   }
 }
 
 // Each measured cell's largest loss difference from the same model on one device at its M.
 void compare_losses(std::vector<Cell>& cells, plan::CostBook& book,
-                    const plan::PlanRequest& request, const TableFlags& f) {
-  const auto builder = models::make_model(book.model());
-  const auto batch = builder->sample_batch(request.batch, book.seed() + 1);
+                    const models::ModelBuilder& builder, const models::SampleBatch& batch,
+                    const TableFlags& f) {
   std::map<int64_t, std::vector<double>> one_device;  // M -> losses
   for (auto& c : cells) {
     if (!c.measured) continue;
@@ -212,7 +208,7 @@ void compare_losses(std::vector<Cell>& cells, plan::CostBook& book,
     if (one_device.count(M) == 0) {
       auto shape = make_shape(ScheduleKind::kGPipe, 1, M, Checkpoint::kNever);
       shape.balance = {book.num_layers()};
-      one_device[M] = costs::measure_training(*builder, batch, shape, book.optimizer(), f.warmup,
+      one_device[M] = costs::measure_training(builder, batch, shape, book.optimizer(), f.warmup,
                                               f.steps, book.seed())
                           .losses;
     }
@@ -241,12 +237,14 @@ ScheduleTable make_table(const train::TrainOptions& options, const TableFlags& f
         tables::simulated_breakdown(costs, shape.training_schedule(), shape.checkpoint,
                                     link_preset(request.link), c.plan.shape.stage_balance);
     c.breakdown.step_ms = c.plan.step_ms;
-    c.peak_bytes.assign(c.plan.peak_bytes.begin(), c.plan.peak_bytes.end());
     c.measured = shape.K <= max_measured;
     table.cells.push_back(std::move(c));
   }
-  measure_cells(table.cells, book, request, f);
-  compare_losses(table.cells, book, request, f);
+  // One model and one batch for every measurement, as plan::verify builds them.
+  const auto builder = models::make_model(book.model());
+  const auto batch = builder->sample_batch(request.batch, book.seed() + 1);
+  measure_cells(table.cells, book, *builder, batch, f);
+  compare_losses(table.cells, book, *builder, batch, f);
   const Cell& base = table.cells.front();
   for (auto& c : table.cells) {
     c.speedup = c.measured && base.measured ? *base.plan.measured_step_ms / *c.plan.measured_step_ms
@@ -266,8 +264,15 @@ std::string range_of(const Cell& c) {
                   fixed(*std::max_element(r.begin(), r.end()), 1));
 }
 
+// Per device: the largest peak any round measured, or the predicted one.
+std::vector<int64_t> peak_bytes(const Cell& c) {
+  if (c.measured) return c.plan.measured_peak_bytes;
+  return {c.plan.peak_bytes.begin(), c.plan.peak_bytes.end()};
+}
+
 int64_t max_peak(const Cell& c) {
-  return c.peak_bytes.empty() ? 0 : *std::max_element(c.peak_bytes.begin(), c.peak_bytes.end());
+  const auto peaks = peak_bytes(c);
+  return peaks.empty() ? 0 : *std::max_element(peaks.begin(), peaks.end());
 }
 
 nlohmann::json to_json(const Cell& c) {
@@ -288,7 +293,7 @@ nlohmann::json to_json(const Cell& c) {
           {"communication", b.communication},
           {"recompute", b.recompute},
           {"imbalance", b.imbalance},
-          {"peak_bytes_per_device", c.peak_bytes},
+          {"peak_bytes_per_device", peak_bytes(c)},
           {"stage_balance", s.stage_balance},
           {"max_loss_difference",
            c.loss_difference ? nlohmann::json(*c.loss_difference) : nlohmann::json()}};

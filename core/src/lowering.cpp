@@ -127,8 +127,9 @@ void check_structure(const Schedule& schedule) {
   }
 }
 
-// Runs every device as far as its inputs allow, until all finish or none can move.
-void check_deadlock(const Schedule& schedule) {
+}  // namespace
+
+std::vector<size_t> run_until_blocked(const Schedule& schedule) {
   const int64_t K = schedule.devices;
   const int64_t S = schedule.num_stages();
   const int64_t M = schedule.microbatches;
@@ -165,7 +166,15 @@ void check_deadlock(const Schedule& schedule) {
       }
     }
   }
-  for (int64_t d = 0; d < K; ++d) {
+  return next;
+}
+
+namespace {
+
+// Runs every device as far as its inputs allow; one that cannot finish waits forever.
+void check_deadlock(const Schedule& schedule) {
+  const auto next = run_until_blocked(schedule);
+  for (int64_t d = 0; d < schedule.devices; ++d) {
     GPIPE_CHECK(next[d] == schedule.actions[d].size(), ConfigError, "schedule deadlocks: device ",
                 d, " waits forever at ", to_string(schedule.actions[d][next[d]]));
   }

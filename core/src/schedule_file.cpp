@@ -4,7 +4,6 @@
 #include <map>
 #include <optional>
 #include <sstream>
-#include <tuple>
 
 #include "gpipe/errors.h"
 #include "gpipe/lowering.h"
@@ -199,53 +198,28 @@ void check_actions(const Lines& lines, const Schedule& schedule) {
   }
 }
 
-// The action `a` waits for on another line (or earlier on its own): the F before it, or the B
-// after it; a W and the first stage's F wait for nothing there.
-std::optional<Action> dependency(const Action& a, int64_t S) {
-  if (a.kind == ActionKind::kForward && a.stage > 0) {
-    return Action{ActionKind::kForward, a.stage - 1, a.microbatch};
-  }
-  if (a.kind == ActionKind::kBackward) {
-    return a.stage == S - 1 ? Action{ActionKind::kForward, a.stage, a.microbatch}
-                            : Action{ActionKind::kBackward, a.stage + 1, a.microbatch};
-  }
-  return std::nullopt;
+// What an action that cannot run waits for on another line: the F of the stage before it, or
+// the B of the stage after it (the only waits of a list not lowered: run_until_blocked).
+Action awaited(const Action& a) {
+  return a.kind == ActionKind::kForward ? Action{ActionKind::kForward, a.stage - 1, a.microbatch}
+                                        : Action{ActionKind::kBackward, a.stage + 1, a.microbatch};
 }
 
-// Runs the lines as far as they go; where all stop, follows who waits for whom to the cycle.
+// Where the devices stop short of their lines' ends, follows who waits for whom to the cycle.
 void check_cycle(const Lines& lines, const Schedule& schedule) {
-  const int64_t K = schedule.devices, S = schedule.num_stages();
-  std::map<std::tuple<ActionKind, int64_t, int64_t>, bool> done;
-  const auto has_run = [&](const Action& a) {
-    return done.count({a.kind, a.stage, a.microbatch}) > 0;
-  };
-  std::vector<size_t> next(K, 0);
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (int64_t d = 0; d < K; ++d) {
-      const auto& list = lines.devices[d];
-      while (next[d] < list.size()) {
-        const auto& a = list[next[d]].action;
-        const auto dep = dependency(a, S);
-        if (dep && !has_run(*dep)) break;
-        done[{a.kind, a.stage, a.microbatch}] = true;
-        ++next[d];
-        progress = true;
-      }
-    }
-  }
+  const auto next = run_until_blocked(schedule);
   int64_t d = 0;
-  while (d < K && next[d] == lines.devices[d].size())
+  while (d < schedule.devices && next[d] == lines.devices[d].size())
     ++d;
-  if (d == K) return;
+  if (d == schedule.devices) return;
   std::map<int64_t, size_t> visited;  // device -> its place in the chain
   std::vector<std::string> chain;
   while (visited.count(d) == 0) {
     visited[d] = chain.size();
     const Entry& e = lines.devices[d][next[d]];
-    const auto dep = *dependency(e.action, S);
+    const auto dep = awaited(e.action);
     const int64_t other = schedule.device_of(dep.stage);
-    chain.push_back(c10::str("line ", e.line, " ", e.token, " waits for ",
+    chain.push_back(c10::str("line ", e.line, " ", shown(e.token), " waits for ",
                              name(dep.kind, dep.microbatch, dep.stage), " on line ",
                              lines.line[other]));
     d = other;
@@ -264,12 +238,12 @@ Schedule read_schedule(const std::string& text) {
   schedule.kind = ScheduleKind::kCustom;
   place_stages(lines, schedule);
   check_actions(lines, schedule);
-  check_cycle(lines, schedule);
   schedule.actions.resize(schedule.devices);
   for (int64_t d = 0; d < schedule.devices; ++d) {
     for (const auto& e : lines.devices[d])
       schedule.actions[d].push_back(e.action);
   }
+  check_cycle(lines, schedule);
   validate_schedule(schedule);
   return schedule;
 }

@@ -92,6 +92,11 @@ void set_schedule(PipelineShape& s, const std::string& text) {
   s.v = s.program->virtual_stages;
 }
 
+void check_schedule(const std::string& text) {
+  PipelineShape probe;
+  set_schedule(probe, text);
+}
+
 int64_t PipelineShape::virtual_stages() const {
   if (program) return program->virtual_stages;
   return v > 0 ? v : default_virtual_stages(schedule);
@@ -212,10 +217,7 @@ void add_shape_flags(CLI::App& app, PipelineShape& shape, int64_t& planning_core
              "stage 1, as gpipe_sim --write-schedule writes them; format in "
              "core/include/gpipe/schedule_file.h)")
       ->default_str(to_string(s.schedule))
-      ->check(cli::parsed_by([](const std::string& v) {
-        PipelineShape probe;
-        set_schedule(probe, v);
-      }))
+      ->check(cli::parsed_by(check_schedule))
       ->group(group);
   app.add_option("--virtual-stages", s.v,
                  "v stages per device for interleaved-1f1b and looped-bfs (default 2) and the V "

@@ -54,6 +54,8 @@ struct PipelineShape {
 // refuses a K or M that disagrees with the file. Throws ConfigError naming the name, or the path
 // and the file's line.
 void set_schedule(PipelineShape& shape, const std::string& text);
+// The same check alone: what --schedule's validator runs (cli::parsed_by(check_schedule)).
+void check_schedule(const std::string& text);
 
 // The inverse of describe() for its keys (the balances and devices are not part of it). Keys
 // left out take K=1, R=1, M=1, gpipe, the schedule's v, checkpoint never, threads 1. Throws

@@ -30,4 +30,10 @@ Schedule lower(const Schedule& compute, Checkpoint checkpoint);
 // RECV waits for its SEND; sends never block).
 void validate_schedule(const Schedule& schedule);
 
+// How far each device gets when every device runs its list as far as its inputs allow (a RECV
+// waits for its SEND; in a list not lowered, an F for the F of the stage before and a B for the
+// B of the stage after): the index of the action it waits at, or its list's size where it
+// finishes. The deadlock check's run; read_schedule follows the waits to name a cycle.
+std::vector<size_t> run_until_blocked(const Schedule& schedule);
+
 }  // namespace gpipe
