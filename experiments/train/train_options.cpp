@@ -85,7 +85,8 @@ CLI::Option* opt(CLI::App& app, const char* group, const std::string& name, T& v
 void add_data_flags(CLI::App& app, TrainOptions& o) {
   const char* data = "Data";
   opt(app, data, "--dataset", o.dataset,
-      "synthetic | fashion-mnist | mnist | cifar10 | cifar100 | imagenet")
+      "synthetic (batches the model makes) | synthetic-tokens (1024 fixed token sequences, "
+      "through the loader; transformer-l) | fashion-mnist | mnist | cifar10 | cifar100 | imagenet")
       ->check(CLI::IsMember(datasets::dataset_names()));
   opt(app, data, "--data-dir", o.data_dir,
       "folder of the dataset's files (fashion-mnist: Debian's copy by default)")

@@ -10,11 +10,23 @@ namespace {
 
 constexpr int64_t kSyntheticEpochSteps = 100;
 
-// The size the data is resized to: the model's input image size, for a model that takes images;
-// DatasetOptions' default otherwise.
-int64_t image_size(const models::ModelConfig& model) {
-  return models::has_knob(model, "image_size") ? models::int_knob(model, "image_size")
-                                               : datasets::DatasetOptions("").image_size();
+constexpr const char* kTokens = "synthetic-tokens";
+
+// A model knob's value, or `fallback` for a model without that knob: the data takes the model's
+// image size, sequence length and vocabulary where it has them.
+int64_t knob_or(const models::ModelConfig& model, const char* knob, int64_t fallback) {
+  return models::has_knob(model, knob) ? models::int_knob(model, knob) : fallback;
+}
+
+// What a model without input channels takes, for messages.
+std::string input_of(const models::ModelConfig& model) {
+  if (models::has_knob(model, "in_features"))
+    return c10::str("vectors of --in-features ", models::int_knob(model, "in_features"));
+  if (models::has_knob(model, "seq_len"))
+    return c10::str("token sequences of --seq-len ", models::int_knob(model, "seq_len"));
+  return models::has_knob(model, "channels")
+             ? c10::str("images of ", models::int_knob(model, "channels"), " channel(s)")
+             : std::string("inputs of its own");
 }
 
 }  // namespace
@@ -26,19 +38,27 @@ TrainingData::TrainingData(const TrainOptions& options) : options_(options) {
     return;
   }
   GPIPE_CHECK(options_.workers >= 0, ConfigError, "--workers must be >= 0, got ", options_.workers);
+  GPIPE_CHECK(options_.dataset != kTokens || models::has_knob(options_.model, "seq_len"),
+              ConfigError, "--dataset ", kTokens, " gives token sequences, but --model ",
+              options_.model.name(), " takes ", input_of(options_.model),
+              "; train --model transformer-l on it, or use --dataset synthetic");
   const auto classes = options_.class_subset.empty()
                            ? std::vector<int64_t>{}
                            : datasets::parse_class_list(options_.class_subset);
   auto make = [&](datasets::Split split, bool augment) {
-    return datasets::make_dataset(datasets::DatasetOptions(options_.dataset)
-                                      .data_dir(options_.data_dir)
-                                      .split(split)
-                                      .image_size(image_size(options_.model))
-                                      .augment(augment)
-                                      .cutout(augment ? options_.cutout : 0)
-                                      .class_subset(classes)
-                                      .skip_bad(options_.skip_bad)
-                                      .seed(options_.seed));
+    return datasets::make_dataset(
+        datasets::DatasetOptions(options_.dataset)
+            .data_dir(options_.data_dir)
+            .split(split)
+            .image_size(
+                knob_or(options_.model, "image_size", datasets::DatasetOptions("").image_size()))
+            .seq_len(knob_or(options_.model, "seq_len", 1))
+            .vocab(knob_or(options_.model, "vocab", 1))
+            .augment(augment)
+            .cutout(augment ? options_.cutout : 0)
+            .class_subset(classes)
+            .skip_bad(options_.skip_bad)
+            .seed(options_.seed));
   };
   train_set_ = make(datasets::Split::kTrain, options_.augment);
   shard(0, 1, 1);
@@ -55,17 +75,13 @@ TrainingData::TrainingData(const TrainOptions& options) : options_(options) {
 TrainingData::~TrainingData() = default;
 
 void TrainingData::apply_to(models::ModelConfig& model) const {
-  if (synthetic()) return;
-  // Every real dataset gives images; a model without input channels takes something else.
+  // The token data was made to the model's sequence length and vocabulary (checked when made).
+  if (synthetic() || options_.dataset == kTokens) return;
+  // Every other real dataset gives images; a model without input channels takes something else.
   if (!models::has_knob(model, "channels")) {
-    const auto takes =
-        models::has_knob(model, "in_features")
-            ? c10::str("vectors of --in-features ", models::int_knob(model, "in_features"))
-        : models::has_knob(model, "seq_len")
-            ? c10::str("token sequences of --seq-len ", models::int_knob(model, "seq_len"))
-            : std::string("inputs of its own");
-    throw ConfigError(c10::str("--model ", model.name(), " takes ", takes, ", but --dataset ",
-                               options_.dataset, " gives images of ", train_set_->channels(),
+    throw ConfigError(c10::str("--model ", model.name(), " takes ", input_of(model),
+                               ", but --dataset ", options_.dataset, " gives images of ",
+                               train_set_->channels(),
                                " channel(s); train an image model on it (--model amoebanet-d "
                                "or amoebanet-b), or use --dataset synthetic"));
   }
