@@ -91,6 +91,25 @@ KeptRun kept_run(Layer& layer, const Activations& input, size_t index, const Dev
   return out;
 }
 
+// A kept forward and its backward in one pass (no split), the backward timed.
+double timed_fused_backward(Layer& layer, const Activations& input, size_t index,
+                            const DeviceSpec& device) {
+  LayerContext context;
+  context.layer = static_cast<int64_t>(index);
+  LayerContextGuard guard(&context);
+  std::vector<torch::Tensor> roots, grads;
+  for (const auto& t : layer.forward(input)) {
+    if (!t.defined() || !t.requires_grad()) continue;
+    roots.push_back(t);
+    grads.push_back(torch::ones_like(t));
+  }
+  if (device.is_cuda()) torch::cuda::synchronize();
+  const auto start = std::chrono::steady_clock::now();
+  if (!roots.empty()) torch::autograd::backward(roots, grads);
+  if (device.is_cuda()) torch::cuda::synchronize();
+  return elapsed_ms(start);
+}
+
 // Profiles layer `index` on its input `x` (profile_layers, on the device's worker); replaces `x`
 // with the layer's output, detached, for the next layer.
 LayerProfile profile_layer(Layer& layer, Activations& x, size_t index, const DeviceSpec& device,
@@ -100,11 +119,12 @@ LayerProfile profile_layer(Layer& layer, Activations& x, size_t index, const Dev
   if (device.is_cuda()) layer.to(torch_device);
   for (const auto& p : layer.parameters())
     profile.parameter_bytes += static_cast<int64_t>(p.numel() * p.element_size());
-  std::vector<double> forward, no_grad_forward, recompute, backward, weight;
+  std::vector<double> forward, no_grad_forward, recompute, backward, weight, fused;
   const bool replays_differently = gathers_statistics(layer);
   Activations output;
   for (int run = 0; run < options.warmup() + options.iterations(); ++run) {
-    if (settled({forward, no_grad_forward, recompute, backward, weight}, options.settle())) break;
+    if (settled({forward, no_grad_forward, recompute, backward, weight, fused}, options.settle()))
+      break;
     output.clear();  // the previous run's output must not be counted against this one
     const auto input = detach_for_stage(x, torch_device, /*requires_grad=*/index > 0);
     // The forward three ways, as the executor runs it: a checkpointed F (no autograd), its R
@@ -125,6 +145,9 @@ LayerProfile profile_layer(Layer& layer, Activations& x, size_t index, const Dev
     recompute.push_back(replays_differently ? r : kept.forward_ms);
     backward.push_back(kept.backward_ms + kept.weight_ms);
     weight.push_back(kept.weight_ms);
+    // Only a layer that defers a W runs its backward differently whole.
+    fused.push_back(kept.weight_ms > 0 ? timed_fused_backward(layer, input, index, device)
+                                       : backward.back());
     profile.activation_bytes = std::max(profile.activation_bytes, kept.activation_bytes);
     profile.backward_bytes = std::max(profile.backward_bytes, kept.backward_bytes);
     profile.weight_bytes = std::max(profile.weight_bytes, kept.weight_bytes);
@@ -136,6 +159,7 @@ LayerProfile profile_layer(Layer& layer, Activations& x, size_t index, const Dev
   profile.recompute_ms = median(recompute);
   profile.backward_ms = median(backward);
   profile.weight_ms = median(weight);
+  profile.fused_backward_ms = median(fused);
   x.clear();
   for (const auto& t : output)
     x.push_back(t.defined() ? t.detach() : t);

@@ -31,6 +31,7 @@ void check_simulation_costs(const SimulationCosts& costs, int64_t S) {
   check_costs(costs.recompute, S, "recompute", true);
   check_costs(costs.checkpointed_forward, S, "checkpointed forward", true);
   check_costs(costs.weight, S, "weight", true);
+  check_costs(costs.fused_backward, S, "fused backward", true);
   GPIPE_CHECK(costs.weight_fraction >= 0 && costs.weight_fraction <= 1, ConfigError,
               "the weight fraction (W's share of the backward) must be in [0, 1], got ",
               costs.weight_fraction);
@@ -45,7 +46,8 @@ void check_simulation_costs(const SimulationCosts& costs, int64_t S) {
 
 // What each kind of action costs on each stage, with the defaults filled in: a recompute or a
 // checkpointed forward not priced is the forward; W is its own cost or the weight fraction of
-// the backward, and B is the rest when the schedule splits the backward, all of it otherwise.
+// the backward, and B is the rest when the schedule splits the backward; otherwise B is the
+// backward in one pass (the fused backward where priced).
 struct ActionCosts {
   std::vector<double> forward, no_grad_forward, recompute, input_grad, weight;
 };
@@ -63,7 +65,8 @@ ActionCosts action_costs(const SimulationCosts& costs, int64_t S, bool split) {
         costs.weight.empty() ? costs.weight_fraction * costs.backward[s] : costs.weight[s];
     GPIPE_CHECK(out.weight[s] <= costs.backward[s], ConfigError, "stage ", s, "'s W costs ",
                 out.weight[s], ", more than its whole backward ", costs.backward[s]);
-    out.input_grad[s] = split ? costs.backward[s] - out.weight[s] : costs.backward[s];
+    const double whole = costs.fused_backward.empty() ? costs.backward[s] : costs.fused_backward[s];
+    out.input_grad[s] = split ? costs.backward[s] - out.weight[s] : whole;
   }
   return out;
 }

@@ -105,6 +105,25 @@ TEST(Profile, CostsFollowTheLayerSizes) {
   EXPECT_EQ(auto_balance(layers, 2, BalanceBy::kMemory, sample).size(), 2u);
 }
 
+// A layer with parameters defers a W, so its backward is timed whole too (as schedules that do
+// not split run it); a layer without runs one backward either way, timed once.
+TEST(Profile, TimesTheBackwardWholeWhereALayerDefersAW) {
+  torch::manual_seed(0);
+  LayerList layers{make_layer("linear", torch::nn::Linear(64, 256)),
+                   make_function_layer("relu", [](const Activations& in) {
+                     return Activations{torch::relu(in[0])};
+                   })};
+  const auto profiles =
+      profile_layers(layers, {torch::randn({128, 64})}, DeviceSpec{torch::kCPU, 28},
+                     ProfileOptions().warmup(1).iterations(3));
+  EXPECT_GT(profiles[0].weight_ms, 0);
+  EXPECT_GT(profiles[0].fused_backward_ms, 0);
+  EXPECT_EQ(profiles[1].weight_ms, 0);
+  EXPECT_EQ(profiles[1].fused_backward_ms, profiles[1].backward_ms);
+  for (const auto& p : layers[0]->parameters())
+    EXPECT_FALSE(p.grad().defined());
+}
+
 // A layer that counts its forwards (`grad_calls`: those recording autograd, as a kept F and a
 // recompute run) and sleeps `ms(n)` in the n-th of those, 1 ms in the others.
 LayerPtr counting_layer(int& calls, int& grad_calls, std::function<int(int)> ms) {

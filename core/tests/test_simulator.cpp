@@ -156,6 +156,22 @@ TEST(Simulator, WeightFractionOnlyMattersWhereTheBackwardSplits) {
   EXPECT_CONFIG_ERROR(simulate(make_schedule(ScheduleKind::kZBH1, 4, 8), costs), "1.5");
 }
 
+// A schedule that does not split the backward runs it in one pass: priced by fused_backward
+// where given; a split schedule pays B + W = backward whatever fused_backward says.
+TEST(Simulator, FusedBackwardPricesOnlyTheSchedulesThatDoNotSplit) {
+  auto costs = uniform(2, 1, 2);
+  const auto gpipe = make_schedule(ScheduleKind::kGPipe, 2, 4);
+  const auto zbh1 = make_schedule(ScheduleKind::kZBH1, 2, 4);
+  const double gpipe_split = simulate(gpipe, costs).step_time;
+  const double zbh1_split = simulate(zbh1, costs).step_time;
+  EXPECT_DOUBLE_EQ(gpipe_split, 5 * (1 + 2));  // (M+K-1)(F+B)
+  costs.fused_backward.assign(2, 1.5);
+  EXPECT_DOUBLE_EQ(simulate(gpipe, costs).step_time, 5 * (1 + 1.5));
+  EXPECT_DOUBLE_EQ(simulate(zbh1, costs).step_time, zbh1_split);
+  costs.fused_backward = {1.5};
+  EXPECT_CONFIG_ERROR(simulate(gpipe, costs), "fused backward");
+}
+
 TEST(Simulator, RejectsCostsThatDoNotFit) {
   const auto schedule = make_schedule(ScheduleKind::kGPipe, 3, 2);
   auto costs = uniform(2);

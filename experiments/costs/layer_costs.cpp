@@ -28,6 +28,7 @@ LayerCosts measure_layer_costs(const LayerList& layers, const models::SampleBatc
     costs.recompute_ms.push_back(profile.recompute_ms);
     costs.backward_ms.push_back(profile.backward_ms);
     costs.weight_ms.push_back(profile.weight_ms);
+    costs.fused_backward_ms.push_back(profile.fused_backward_ms);
     costs.parameter_bytes.push_back(static_cast<double>(profile.parameter_bytes));
     costs.activation_bytes.push_back(static_cast<double>(profile.activation_bytes));
     costs.backward_bytes.push_back(static_cast<double>(profile.backward_bytes));
@@ -98,8 +99,9 @@ LayerCosts measure_layer_costs(const LayerList& layers, const models::SampleBatc
 LayerCosts scaled_compute(LayerCosts costs, double factor) {
   GPIPE_CHECK(factor > 0 && std::isfinite(factor), ConfigError,
               "a calibration factor must be finite and > 0, got ", factor);
-  for (auto* times : {&costs.forward_ms, &costs.no_grad_forward_ms, &costs.recompute_ms,
-                      &costs.backward_ms, &costs.weight_ms, &costs.update_ms}) {
+  for (auto* times :
+       {&costs.forward_ms, &costs.no_grad_forward_ms, &costs.recompute_ms, &costs.backward_ms,
+        &costs.weight_ms, &costs.fused_backward_ms, &costs.update_ms}) {
     for (auto& t : *times)
       t *= factor;
   }

@@ -29,8 +29,11 @@ struct LayerCosts {
   std::vector<double> no_grad_forward_ms;
   // Forward as a recompute replays it (profile.h); empty: unknown (forward_ms).
   std::vector<double> recompute_ms;
-  std::vector<double> backward_ms;   // the whole backward, B and W
-  std::vector<double> weight_ms;     // W's part of backward_ms (profile.h); empty: unknown
+  std::vector<double> backward_ms;  // the whole backward, B and W, as a split runs them
+  std::vector<double> weight_ms;    // W's part of backward_ms (profile.h); empty: unknown
+  // The backward in one pass, as a schedule that does not split it runs it (profile.h); empty:
+  // unknown (backward_ms).
+  std::vector<double> fused_backward_ms;
   std::vector<double> update_ms;     // the optimizer step over the layer's parameters
   std::vector<double> output_bytes;  // what the layer sends on, per micro-batch
   std::vector<double> parameter_bytes;

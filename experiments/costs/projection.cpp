@@ -25,6 +25,8 @@ SimulationCosts stage_costs_ms(const LayerCosts& costs, const std::vector<int64_
   sim.forward = sum_by_stage(costs.forward_ms, balance);
   sim.backward = sum_by_stage(costs.backward_ms, balance);
   if (!costs.weight_ms.empty()) sim.weight = sum_by_stage(costs.weight_ms, balance);
+  if (!costs.fused_backward_ms.empty())
+    sim.fused_backward = sum_by_stage(costs.fused_backward_ms, balance);
   sim.recompute =
       costs.recompute_ms.empty() ? sim.forward : sum_by_stage(costs.recompute_ms, balance);
   if (!costs.no_grad_forward_ms.empty())
@@ -33,7 +35,9 @@ SimulationCosts stage_costs_ms(const LayerCosts& costs, const std::vector<int64_
   for (auto* stages : {&sim.forward, &sim.recompute, &sim.checkpointed_forward}) {
     if (!stages->empty()) stages->back() += costs.loss_forward_ms;
   }
-  sim.backward.back() += costs.loss_backward_ms;
+  for (auto* stages : {&sim.backward, &sim.fused_backward}) {
+    if (!stages->empty()) stages->back() += costs.loss_backward_ms;
+  }
   sim.link = link_in_ms(link_seconds, costs, balance);
   return sim;
 }

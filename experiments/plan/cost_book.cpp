@@ -51,6 +51,7 @@ nlohmann::json to_json(const MicrobatchCosts& c) {
           {"recompute_ms", l.recompute_ms},
           {"backward_ms", l.backward_ms},
           {"weight_ms", l.weight_ms},
+          {"fused_backward_ms", l.fused_backward_ms},
           {"update_ms", l.update_ms},
           {"output_bytes", l.output_bytes},
           {"parameter_bytes", l.parameter_bytes},
@@ -73,6 +74,9 @@ MicrobatchCosts from_json(const nlohmann::json& j, int64_t microbatch) {
   if (j.contains("recompute_ms")) j.at("recompute_ms").get_to(l.recompute_ms);
   j.at("backward_ms").get_to(l.backward_ms);
   j.at("weight_ms").get_to(l.weight_ms);
+  // Absent from caches written before it was measured: every schedule is then priced with the
+  // split backward.
+  if (j.contains("fused_backward_ms")) j.at("fused_backward_ms").get_to(l.fused_backward_ms);
   j.at("update_ms").get_to(l.update_ms);
   j.at("output_bytes").get_to(l.output_bytes);
   j.at("parameter_bytes").get_to(l.parameter_bytes);

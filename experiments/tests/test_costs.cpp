@@ -99,12 +99,17 @@ TEST(Projection, TheLossGoesToTheLastStageAndTheLinkCarriesStageOutputs) {
   EXPECT_EQ(sim.backward, (std::vector<double>{2, 6 + 7}));
   EXPECT_EQ(sim.recompute, sim.forward) << "no replay times: priced as the forward";
   EXPECT_TRUE(sim.checkpointed_forward.empty()) << "no no-grad times: priced as the forward";
+  EXPECT_TRUE(sim.fused_backward.empty()) << "no whole backward: priced as the split one";
   costs.no_grad_forward_ms = {0.5, 0.5, 0.5, 0.5};
   costs.recompute_ms = {0.25, 0.25, 0.25, 0.25};
   const auto kinds = stage_costs_ms(costs, {1, 3}, link_preset("pcie"));
   EXPECT_EQ(kinds.checkpointed_forward, (std::vector<double>{0.5, 1.5 + 5}));
   EXPECT_EQ(kinds.recompute, (std::vector<double>{0.25, 0.75 + 5}));
   EXPECT_EQ(kinds.forward, sim.forward);
+  costs.fused_backward_ms = {1.5, 1.5, 1.5, 1.5};
+  EXPECT_EQ(stage_costs_ms(costs, {1, 3}, link_preset("pcie")).fused_backward,
+            (std::vector<double>{1.5, 4.5 + 7}))
+      << "the loss's backward on the last stage, as in the split backward";
   ASSERT_EQ(sim.link.boundary_bytes, (std::vector<double>{100}));     // the first stage's output
   EXPECT_NEAR(sim.link.latency, 10e-3, 1e-12);                        // 10 us in ms
   EXPECT_NEAR(sim.link.transfer_time(0), 10e-3 + 100 / 12e6, 1e-12);  // 12 GB/s in bytes per ms

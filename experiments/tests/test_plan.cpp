@@ -123,6 +123,8 @@ TEST_F(PlanSearch, TheCostCacheMeasuresEachShapeOnce) {
   EXPECT_EQ(a.layers.no_grad_forward_ms.size(), a.layers.forward_ms.size());
   EXPECT_EQ(a.layers.no_grad_forward_ms, b.layers.no_grad_forward_ms);
   EXPECT_EQ(a.layers.recompute_ms, b.layers.recompute_ms);
+  EXPECT_EQ(a.layers.fused_backward_ms.size(), a.layers.forward_ms.size());
+  EXPECT_EQ(a.layers.fused_backward_ms, b.layers.fused_backward_ms);
   EXPECT_EQ(a.layers.activation_bytes, b.layers.activation_bytes);
   auto other = mlp();
   other.mlp().width(32);  // another model: measured again

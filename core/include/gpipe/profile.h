@@ -4,8 +4,9 @@
 // measured on the device it will run on. profile_layers runs every layer, in order, on one
 // sample micro-batch, on a worker thread bound to that device (so the memory meter charges it),
 // with warm-up runs first and the median of the timed runs reported. The forward is timed as each
-// of the executor's three kinds runs it (kept, checkpointed, recomputed), and the backward runs
-// split, as zero-bubble schedules run it, so the weight-gradient part is timed apart. Profiling
+// of the executor's three kinds runs it (kept, checkpointed, recomputed), and the backward both
+// ways: split, as zero-bubble schedules run it, so the weight-gradient part is timed apart, and
+// whole, as every other schedule runs it (a split visits each weight node twice). Profiling
 // leaves the layers as it found them: BatchNorm statistics gathered by it are dropped.
 #pragma once
 
@@ -24,10 +25,13 @@ struct LayerProfile {
   // The forward as a recompute replays it: with autograd, but BatchNorm does not gather its
   // running statistics again (a double-precision pass over the input), so it can be cheaper.
   double recompute_ms = 0;
-  double backward_ms = 0;  // the whole backward, B and W together
+  double backward_ms = 0;  // the whole backward as a split runs it: B and W together
   // The weight-gradient part (W) of backward_ms: what a split backward leaves for W
   // (backward_split.h); 0 for a layer without parameters.
   double weight_ms = 0;
+  // The backward in one pass, as a schedule that does not split it runs it: no cheaper than
+  // backward_ms by construction only where the layer defers a W (else the same run, timed once).
+  double fused_backward_ms = 0;
   int64_t parameter_bytes = 0;
   // Bytes the layer's forward keeps alive for its backward (its output and saved tensors).
   int64_t activation_bytes = 0;

@@ -24,7 +24,10 @@ namespace gpipe {
 struct SimulationCosts {
   // Per virtual stage, per micro-batch, in any time unit (seconds when the link model is used).
   std::vector<double> forward;
-  std::vector<double> backward;  // the whole backward, B and W together
+  std::vector<double> backward;  // the whole backward, B and W together, as a split runs them
+  // The backward in one pass, as schedules that do not split it run it (a split visits each
+  // weight node twice, so this is often cheaper); empty means equal to `backward`.
+  std::vector<double> fused_backward;
   // Replay cost of a checkpointed forward; empty means equal to `forward`.
   std::vector<double> recompute;
   // Cost of a checkpointed forward itself, which runs without autograd (nothing is saved for
