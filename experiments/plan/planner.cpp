@@ -150,6 +150,8 @@ Plan predict(CostBook& book, const PlanRequest& request, const PipelineShape& sh
              const std::vector<int64_t>& stage_balance, double slowdown) {
   const int64_t micro = microbatch(request, shape);
   const auto& costs = book.at(micro, shape.threads).layers;
+  // Every compute time slowed alike, each kind of forward and backward and the update.
+  const auto slowed = costs::scaled_compute(costs, slowdown);
   const auto schedule = shape.training_schedule();
   Plan plan;
   plan.shape = shape;
@@ -159,20 +161,16 @@ Plan predict(CostBook& book, const PlanRequest& request, const PipelineShape& sh
   for (int64_t d = 0; d < shape.K && !request.devices.empty(); ++d)
     plan.shape.devices.push_back(request.devices[d]);
 
-  auto sim_costs = costs::stage_costs_ms(costs, stage_balance, link_preset(request.link));
-  for (auto* stages : {&sim_costs.forward, &sim_costs.backward, &sim_costs.recompute,
-                       &sim_costs.checkpointed_forward, &sim_costs.weight}) {
-    for (auto& c : *stages)
-      c *= slowdown;
-  }
-  const auto result = simulate(schedule, sim_costs, shape.checkpoint);
+  const auto result =
+      simulate(schedule, costs::stage_costs_ms(slowed, stage_balance, link_preset(request.link)),
+               shape.checkpoint);
   const auto updates = sum_per_device(schedule.stage_device, schedule.devices,
-                                      sum_by_stage(costs.update_ms, stage_balance));
+                                      sum_by_stage(slowed.update_ms, stage_balance));
   const auto params = sum_per_device(schedule.stage_device, schedule.devices,
                                      sum_by_stage(costs.parameter_bytes, stage_balance));
   plan.pipeline_ms = result.step_time;
   plan.bubble_fraction = result.bubble_fraction;
-  plan.update_ms = *std::max_element(updates.begin(), updates.end()) * slowdown;
+  plan.update_ms = *std::max_element(updates.begin(), updates.end());
   if (shape.R > 1) {
     const double bytes = *std::max_element(params.begin(), params.end());
     const double R = static_cast<double>(shape.R);
