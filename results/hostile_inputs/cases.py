@@ -133,12 +133,13 @@ def main():
     bin_dir = os.path.abspath(args.bin)
     print("# Issue 46's cases, re-run (`results/hostile_inputs/cases.py`)\n")
     print("Each command ran in an empty folder (`$B` is build/bin), after the setup commands "
-          "named, under `ulimit -v` 4 GiB. *exit*: its exit code; *s*: wall seconds; *stderr "
-          "lines* and the last of them; *after*: the folder afterwards, where the case is about "
-          "files; *peak MiB*: the command's largest resident size. A case that must succeed says "
-          "so (*expected*); every other must end with exit 2 and one line on stderr.\n")
-    print("| case | what | command | exit | s | peak MiB | stderr lines | stderr (the line, or the lines that tell) "
-          "| after |\n|---|---|---|---:|---:|---:|---:|---|---|")
+          "named, under `ulimit -v` 4 GiB. *exit*: its exit code; *s*: wall seconds; *peak MiB*: "
+          "the command's largest resident size; *stderr lines*: how many, then the line (or the "
+          "lines that tell, for a case that must succeed), without the log's clock; *after*: the "
+          "folder afterwards, where the case is about files. A case that must succeed says so "
+          "(*expected*); every other must end with exit 2 and one line on stderr.\n")
+    print("| case | what | command | exit | s | peak MiB | stderr lines | stderr | after |\n"
+          "|---|---|---|---:|---:|---:|---:|---|---|")
     failed = 0
     for number, what, setup, command, files, after in CASES:
         with tempfile.TemporaryDirectory() as folder:
