@@ -45,15 +45,15 @@ TrainingData::TrainingData(const TrainOptions& options) : options_(options) {
   const auto classes = options_.class_subset.empty()
                            ? std::vector<int64_t>{}
                            : datasets::parse_class_list(options_.class_subset);
+  const datasets::DatasetOptions defaults("");
   auto make = [&](datasets::Split split, bool augment) {
     return datasets::make_dataset(
         datasets::DatasetOptions(options_.dataset)
             .data_dir(options_.data_dir)
             .split(split)
-            .image_size(
-                knob_or(options_.model, "image_size", datasets::DatasetOptions("").image_size()))
-            .seq_len(knob_or(options_.model, "seq_len", 1))
-            .vocab(knob_or(options_.model, "vocab", 1))
+            .image_size(knob_or(options_.model, "image_size", defaults.image_size()))
+            .seq_len(knob_or(options_.model, "seq_len", defaults.seq_len()))
+            .vocab(knob_or(options_.model, "vocab", defaults.vocab()))
             .augment(augment)
             .cutout(augment ? options_.cutout : 0)
             .class_subset(classes)

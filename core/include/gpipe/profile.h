@@ -29,8 +29,8 @@ struct LayerProfile {
   // The weight-gradient part (W) of backward_ms: what a split backward leaves for W
   // (backward_split.h); 0 for a layer without parameters.
   double weight_ms = 0;
-  // The backward in one pass, as a schedule that does not split it runs it: no cheaper than
-  // backward_ms by construction only where the layer defers a W (else the same run, timed once).
+  // The backward in one pass, as a schedule that does not split it runs it. Timed apart only for
+  // a layer that defers a W; for any other it is backward_ms (the same run, timed once).
   double fused_backward_ms = 0;
   int64_t parameter_bytes = 0;
   // Bytes the layer's forward keeps alive for its backward (its output and saved tensors).
