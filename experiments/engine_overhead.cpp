@@ -97,9 +97,11 @@ class PlainLoop {
 };
 
 // Self time per operator over every thread while it lives: each ATen operator and autograd
-// node LibTorch records (RecordFunction), less the time of the operators it called. What a step
-// spends outside any recorded operator (the engine's own work, waiting) is not in it. Costs a
-// few microseconds per operator, so steps timed under it are not the figures of the table.
+// node LibTorch records (RecordFunction), less the time of the operators it called, kept apart
+// by where it ran: a pipeline device's worker ("cpu:1": that stage's work) or any other thread.
+// What a step spends outside any recorded operator (the engine's own work, waiting) is not in
+// it. Costs a few microseconds per operator, so steps timed under it are not the figures of
+// the table.
 class OpTally {
  public:
   struct Entry {
@@ -107,6 +109,8 @@ class OpTally {
     double self_ms = 0;
   };
   using Totals = std::map<std::string, Entry>;
+  using ByThread = std::map<std::string, Totals>;  // by device, or kOtherThreads
+  static constexpr const char* kOtherThreads = "other threads";
 
   OpTally() {
     instance_ = this;
@@ -119,17 +123,24 @@ class OpTally {
   OpTally(const OpTally&) = delete;
   OpTally& operator=(const OpTally&) = delete;
 
-  // Every thread's totals since the last call, summed; clears them. Call it while no operator
-  // runs (between steps).
-  Totals take() {
+  // Every thread's totals since the last call, summed by where they ran; clears them. Call it
+  // while no operator runs (between steps).
+  ByThread take() {
     std::lock_guard<std::mutex> lock(mutex_);
-    Totals sum = std::move(ended_);
+    ByThread sum = std::move(ended_);
     ended_.clear();
     for (auto* state : threads_) {
-      add(sum, state->totals);
+      add(sum[state->where], state->totals);
       state->totals.clear();
     }
     return sum;
+  }
+
+  static void add(Totals& sum, const Totals& more) {
+    for (const auto& [name, entry] : more) {
+      sum[name].calls += entry.calls;
+      sum[name].self_ms += entry.self_ms;
+    }
   }
 
  private:
@@ -142,6 +153,9 @@ class OpTally {
   struct ThreadState {
     std::vector<Frame> stack;
     Totals totals;
+    // A worker sets its device before it runs any operator, so the first one sees it.
+    std::string where =
+        gpipe::DeviceWorker::current() ? gpipe::DeviceWorker::current()->str() : kOtherThreads;
     ThreadState() {
       std::lock_guard<std::mutex> lock(instance_->mutex_);
       instance_->threads_.push_back(this);
@@ -149,18 +163,11 @@ class OpTally {
     ~ThreadState() {
       if (instance_ == nullptr) return;
       std::lock_guard<std::mutex> lock(instance_->mutex_);
-      add(instance_->ended_, totals);
+      add(instance_->ended_[where], totals);
       auto& threads = instance_->threads_;
       threads.erase(std::find(threads.begin(), threads.end(), this));
     }
   };
-
-  static void add(Totals& sum, const Totals& more) {
-    for (const auto& [name, entry] : more) {
-      sum[name].calls += entry.calls;
-      sum[name].self_ms += entry.self_ms;
-    }
-  }
   static ThreadState& state() {
     thread_local ThreadState s;
     return s;
@@ -185,7 +192,7 @@ class OpTally {
   at::CallbackHandle handle_;
   std::mutex mutex_;
   std::vector<ThreadState*> threads_;  // live threads that ran an operator
-  Totals ended_;                       // what threads that ended ran
+  ByThread ended_;                     // what threads that ended ran
 };
 
 nlohmann::json to_json(const OpTally::Totals& totals, int64_t steps) {
@@ -196,11 +203,22 @@ nlohmann::json to_json(const OpTally::Totals& totals, int64_t steps) {
   return j;
 }
 
+// Every thread's operators summed, and apart by where they ran ("by_thread").
+nlohmann::json to_json(const OpTally::ByThread& by_thread, int64_t steps) {
+  OpTally::Totals all;
+  nlohmann::json apart = nlohmann::json::object();
+  for (const auto& [where, totals] : by_thread) {
+    OpTally::add(all, totals);
+    apart[where] = to_json(totals, steps);
+  }
+  return {{"all", to_json(all, steps)}, {"by_thread", apart}};
+}
+
 struct Row {
   int64_t chunks;
   Placement placement;
   std::vector<double> plain_ms, engine_ms;
-  OpTally::Totals plain_ops, engine_ops;  // with --op-profile: over every timed step
+  OpTally::ByThread plain_ops, engine_ops;  // with --op-profile: over every timed step
 };
 
 // Times `steps` calls of `step` after `warmup` untimed ones; appends milliseconds to `out`, and
@@ -208,7 +226,7 @@ struct Row {
 // no work queued (the engine reads its loss before the optimizer's kernels finish).
 template <typename Step>
 void time_steps(Step&& step, const torch::Device& device, int64_t warmup, int64_t steps,
-                std::vector<double>& out, OpTally* tally, OpTally::Totals& ops) {
+                std::vector<double>& out, OpTally* tally, OpTally::ByThread& ops) {
   auto settle = [&] {
     if (device.is_cuda()) torch::cuda::synchronize(device.index());
   };
@@ -223,10 +241,8 @@ void time_steps(Step&& step, const torch::Device& device, int64_t warmup, int64_
     out.push_back(gpipe::elapsed_ms(start));
   }
   if (tally) {
-    for (const auto& [name, entry] : tally->take()) {
-      ops[name].calls += entry.calls;
-      ops[name].self_ms += entry.self_ms;
-    }
+    for (const auto& [where, totals] : tally->take())
+      OpTally::add(ops[where], totals);
   }
 }
 

@@ -80,6 +80,14 @@ int hardware_threads() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+namespace {
+thread_local const DeviceSpec* tls_worker_device = nullptr;
+}  // namespace
+
+const DeviceSpec* DeviceWorker::current() {
+  return tls_worker_device;
+}
+
 DeviceWorker::DeviceWorker(DeviceSpec device, int intra_op_threads)
     : device_(device), intra_op_threads_(intra_op_threads) {
   GPIPE_CHECK(intra_op_threads >= 1, ConfigError,
@@ -117,6 +125,7 @@ void DeviceWorker::loop() {
   at::internal::lazy_init_num_threads();
   at::set_num_threads(intra_op_threads_);
   memory::set_thread_device(device_);
+  tls_worker_device = &device_;
 #ifdef GPIPE_WITH_CUDA
   if (device_.is_cuda()) c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_.index));
 #endif

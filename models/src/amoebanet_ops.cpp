@@ -3,6 +3,7 @@
 #include "gpipe/models/amoebanet_ops.h"
 
 #include "gpipe/errors.h"
+#include "gpipe/pool.h"
 
 namespace gpipe::models {
 namespace {
@@ -139,18 +140,16 @@ CellOperation make_cell_operation(const OperationSpec& spec, int64_t channels, i
                   "' needs stride 2, got ", stride);
       const int64_t padding = even ? 0 : spec.kernel / 2;
       if (spec.kind == Kind::kMaxPool) {
-        op.module =
-            torch::nn::Sequential(torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(spec.kernel)
-                                                           .stride(stride)
-                                                           .padding(padding)
-                                                           .ceil_mode(even)));
+        op.module = torch::nn::Sequential(MaxPool2d(torch::nn::MaxPool2dOptions(spec.kernel)
+                                                        .stride(stride)
+                                                        .padding(padding)
+                                                        .ceil_mode(even)));
       } else {
-        op.module =
-            torch::nn::Sequential(torch::nn::AvgPool2d(torch::nn::AvgPool2dOptions(spec.kernel)
-                                                           .stride(stride)
-                                                           .padding(padding)
-                                                           .ceil_mode(even)
-                                                           .count_include_pad(false)));
+        op.module = torch::nn::Sequential(AvgPool2d(torch::nn::AvgPool2dOptions(spec.kernel)
+                                                        .stride(stride)
+                                                        .padding(padding)
+                                                        .ceil_mode(even)
+                                                        .count_include_pad(false)));
       }
       break;
     }

@@ -4,7 +4,8 @@
 # micro-batch size. build/bin/engine_overhead --op-profile times the plain LibTorch loop on one
 # intra-op thread with the batch as M = 1, 2, 4, 8 micro-batches in sequence (micro-batches of
 # 64, 32, 16, 8), and the engine at K=2 M=8 under zb-h1, and records each operator's self time
-# (ATen operators and autograd nodes, every thread: both stages together). About 1 minute.
+# (ATen operators and autograd nodes): the engine's both stages together, and each stage apart
+# (stage k runs on cpu:k's worker thread). About 1 minute.
 #
 #   results/amoebanet_speed/breakdown.sh [OUT_PREFIX] [ENGINE_OVERHEAD]
 #   (defaults: results/amoebanet_speed/breakdown, build/bin/engine_overhead)
@@ -13,8 +14,8 @@ cd "$(dirname "$0")/../.."
 prefix=${1:-results/amoebanet_speed/breakdown}
 program=${2:-build/bin/engine_overhead}
 [[ $# -ge 2 ]] || scripts/build.sh engine_overhead >&2
-model=(--device cpu --model amoebanet-d --layers 6 --filters 64 --image-size 64 --batch-size 64
-  --input resident --rounds 1 --steps 3 --warmup 1)
+source results/amoebanet_speed/config.sh
+model=("${amoebanet_d[@]}" --steps 3)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$program" "${model[@]}" --contenders plain --threads 1 --chunks 1,2,4,8 \
@@ -49,16 +50,24 @@ for name in ("plain", "engine"):
     profile = json.load(open(f"{folder}/{name}.json"))
     times = step_ms(open(f"{folder}/{name}.txt").read())
     for row, ms in zip(profile["rows"], times):
-        ops = row[name]
-        by_kind = {}
-        for op, v in ops.items():
-            entry = by_kind.setdefault(kind_of(op), {"self_ms": 0.0, "calls": 0.0})
-            entry["self_ms"] += v["self_ms_per_step"]
-            entry["calls"] += v["calls_per_step"]
-        label = (f"plain, 1 thread, micro-batch {64 // row['chunks']}" if name == "plain"
-                 else "engine K=2 M=8 zb-h1, both stages")
-        out["runs"].append({"run": label, "chunks": row["chunks"], "step_ms": ms,
-                            "by_kind": by_kind, "operators": ops})
+        parts = [("all", row[name]["all"])]
+        if name == "engine":  # and each stage apart: stage k on cpu:k
+            parts += sorted((w, ops) for w, ops in row[name]["by_thread"].items()
+                            if w.startswith("cpu:"))
+        for where, ops in parts:
+            by_kind = {}
+            for op, v in ops.items():
+                entry = by_kind.setdefault(kind_of(op), {"self_ms": 0.0, "calls": 0.0})
+                entry["self_ms"] += v["self_ms_per_step"]
+                entry["calls"] += v["calls_per_step"]
+            if name == "plain":
+                label = f"plain, 1 thread, micro-batch {64 // row['chunks']}"
+            elif where == "all":
+                label = "engine K=2 M=8 zb-h1, both stages"
+            else:
+                label = f"engine, stage {where[4:]} ({where})"
+            out["runs"].append({"run": label, "chunks": row["chunks"], "step_ms": ms,
+                                "by_kind": by_kind, "operators": ops})
 json.dump(out, open(prefix + ".json", "w"), indent=1)
 with open(prefix + ".md", "w") as md:
     md.write("Self milliseconds per step by operation kind (calls per step in brackets); "

@@ -16,8 +16,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=results/amoebanet_speed
-model=(--device cpu --model amoebanet-d --layers 6 --filters 64 --image-size 64 --batch-size 64
-  --input resident --rounds 1 --steps 4 --warmup 1)
+source results/amoebanet_speed/config.sh
+model=("${amoebanet_d[@]}" --steps 4)
 contenders=(
   "plain-1t|--contenders plain --threads 1 --chunks 1"
   "plain-2t|--contenders plain --threads 2 --chunks 1"

@@ -61,6 +61,10 @@ class DeviceWorker {
   const DeviceSpec& device() const { return device_; }
   int intra_op_threads() const { return intra_op_threads_; }
 
+  // The device of the worker whose thread calls this; nullptr on any other thread (the main
+  // thread, an intra-op thread). Lets a profiler charge work to the stage that ran it.
+  static const DeviceSpec* current();
+
  private:
   void loop();
 

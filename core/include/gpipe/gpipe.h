@@ -17,6 +17,7 @@
 #include "gpipe/microbatch.h"
 #include "gpipe/partition.h"
 #include "gpipe/pipeline.h"
+#include "gpipe/pool.h"
 #include "gpipe/profile.h"
 #include "gpipe/schedule.h"
 #include "gpipe/schedule_file.h"
