@@ -143,6 +143,12 @@ class OpTally {
     }
   }
 
+  // This thread's key in ByThread: its worker's device, or kOtherThreads.
+  static std::string where_this_thread_runs() {
+    const auto* device = gpipe::DeviceWorker::current();
+    return device ? device->str() : kOtherThreads;
+  }
+
  private:
   struct Frame {
     std::chrono::steady_clock::time_point start;
@@ -154,8 +160,7 @@ class OpTally {
     std::vector<Frame> stack;
     Totals totals;
     // A worker sets its device before it runs any operator, so the first one sees it.
-    std::string where =
-        gpipe::DeviceWorker::current() ? gpipe::DeviceWorker::current()->str() : kOtherThreads;
+    std::string where = where_this_thread_runs();
     ThreadState() {
       std::lock_guard<std::mutex> lock(instance_->mutex_);
       instance_->threads_.push_back(this);

@@ -89,23 +89,15 @@ bool pools_channels_last(const torch::Tensor& input) {
 
 torch::Tensor max_pool2d(const torch::Tensor& input, const torch::nn::MaxPool2dOptions& options) {
   if (pools_channels_last(input)) return MaxPool2dFunction::apply(input, options);
-  return torch::nn::functional::max_pool2d(
-      input, torch::nn::functional::MaxPool2dFuncOptions(options.kernel_size())
-                 .stride(options.stride())
-                 .padding(options.padding())
-                 .dilation(options.dilation())
-                 .ceil_mode(options.ceil_mode()));
+  return torch::max_pool2d(input, *options.kernel_size(), *options.stride(), *options.padding(),
+                           *options.dilation(), options.ceil_mode());
 }
 
 torch::Tensor avg_pool2d(const torch::Tensor& input, const torch::nn::AvgPool2dOptions& options) {
   if (pools_channels_last(input)) return AvgPool2dFunction::apply(input, options);
-  return torch::nn::functional::avg_pool2d(
-      input, torch::nn::functional::AvgPool2dFuncOptions(options.kernel_size())
-                 .stride(options.stride())
-                 .padding(options.padding())
-                 .ceil_mode(options.ceil_mode())
-                 .count_include_pad(options.count_include_pad())
-                 .divisor_override(options.divisor_override()));
+  return torch::avg_pool2d(input, *options.kernel_size(), *options.stride(), *options.padding(),
+                           options.ceil_mode(), options.count_include_pad(),
+                           options.divisor_override());
 }
 
 MaxPool2dImpl::MaxPool2dImpl(const torch::nn::MaxPool2dOptions& options_) : options(options_) {}
