@@ -18,7 +18,7 @@ torch::Tensor Context::all_reduce(c10d::ProcessGroup& group, torch::Tensor tenso
   } catch (const DistributedError&) {
     throw;
   } catch (const std::exception& e) {
-    fail(c10::str(what, " failed: ", error_message(e).substr(0, 300)), -1);
+    fail(c10::str(what, " failed: ", error_message(e).substr(0, 300)), peers_in(group));
   }
   return tensors[0];
 }

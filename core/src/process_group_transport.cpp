@@ -144,7 +144,7 @@ void ProcessGroupTransport::send(int64_t from, int64_t to, const MessageKey& key
     } catch (const std::exception& e) {
       context_.fail(c10::str("sending to ", context_.describe(context_.global_rank(to)), ": ",
                              error_message(e).substr(0, 300)),
-                    context_.global_rank(to));
+                    {context_.global_rank(to)});
     }
   }
   // Forget completed sends so their tensors can be freed.
@@ -187,7 +187,7 @@ Activations ProcessGroupTransport::receive_message(int64_t peer, const MessageKe
                              key.direction == Direction::kForward ? "activations" : "gradients",
                              " of micro-batch ", key.microbatch, " of step ", key.step, " from ",
                              context_.describe(global), ": ", error_message(e).substr(0, 300)),
-                    global);
+                    {global});
     }
     if (closing() || !completed) throw AbortedError("the transport is closing");
   };
@@ -305,7 +305,7 @@ void ProcessGroupTransport::end_step(int64_t device) {
     } catch (const std::exception& e) {
       context_.fail(c10::str("device ", device, " (", context_.describe(context_.rank()),
                              ") could not finish its sends: ", error_message(e).substr(0, 300)),
-                    -1);
+                    context_.peers_in(context_.pipeline_group()));
     }
   }
 }

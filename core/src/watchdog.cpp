@@ -103,17 +103,37 @@ std::vector<int> Context::stale_ranks() {
   return stale;
 }
 
-void Context::fail(const std::string& what, int suspect) {
+int choose_lost_rank(const std::vector<int>& stale, const std::vector<int>& suspects) {
+  for (int r : stale) {
+    if (std::find(suspects.begin(), suspects.end(), r) != suspects.end()) return r;
+  }
+  if (!stale.empty()) return stale.front();
+  return suspects.size() == 1 ? suspects.front() : -1;
+}
+
+std::vector<int> Context::peers_in(const c10d::ProcessGroup& group) const {
+  std::vector<int> peers;
+  if (&group == pipeline_.get()) {
+    for (int64_t s = 0; s < stages(); ++s)
+      if (s != stage()) peers.push_back(global_rank(s));
+  } else if (&group == data_parallel_.get() || &group == statistics_.get()) {
+    for (int64_t r = 0; r < replicas(); ++r)
+      if (r != replica()) peers.push_back(static_cast<int>(r * stages() + stage()));
+  } else {
+    for (int r = 0; r < env_.world_size; ++r)
+      if (r != env_.rank) peers.push_back(r);
+  }
+  return peers;
+}
+
+void Context::fail(const std::string& what, const std::vector<int>& suspects) {
   std::string reason;
-  int lost = suspect;
+  int lost = suspects.size() == 1 ? suspects.front() : -1;
   try {
     if (store_->check({kAbortKey})) {
       reason = bytes_to_string(store_->get(kAbortKey));
     } else {
-      const auto stale = stale_ranks();
-      if (!stale.empty() && std::find(stale.begin(), stale.end(), suspect) == stale.end()) {
-        lost = stale.front();
-      }
+      lost = choose_lost_rank(stale_ranks(), suspects);
       const std::string mine =
           lost >= 0 ? c10::str(describe(lost), " was lost (", describe(env_.rank), ": ", what, ")")
                     : c10::str(describe(env_.rank), ": ", what);

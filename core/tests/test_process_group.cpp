@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <future>
 #include <set>
@@ -267,6 +268,50 @@ TEST(LocalGlooGroup, SumsOverItsRanksInOneProcess) {
   for (const auto& v : values)
     EXPECT_TRUE(torch::equal(v, torch::full({5}, 6.0f))) << v;
   EXPECT_CONFIG_ERROR(distributed::local_gloo_group(0), "at least one rank, got 0");
+}
+
+// A failure names the dead rank: a suspect that stopped beating before a starved bystander
+// that looks stale beside it (CI once saw rank 1's gradient sum with rank 3 fail, rank 3 dead
+// and rank 2 starved, and blame rank 2), a third rank when no suspect is stale, the only suspect
+// when none is.
+TEST(ChooseLostRank, BlamesAStaleSuspectFirst) {
+  EXPECT_EQ(distributed::choose_lost_rank({2, 3}, {3}), 3);
+  EXPECT_EQ(distributed::choose_lost_rank({2, 3}, {0, 3}), 3);
+  EXPECT_EQ(distributed::choose_lost_rank({2}, {3}), 2);
+  EXPECT_EQ(distributed::choose_lost_rank({}, {3}), 3);
+  EXPECT_EQ(distributed::choose_lost_rank({}, {0, 2, 3}), -1);
+  EXPECT_EQ(distributed::choose_lost_rank({}, {}), -1);
+}
+
+// K=2 x R=2: each rank's pipeline peers are its replica's other stage, its data-parallel peers
+// the other replica's rank of its stage, its world peers everyone else.
+TEST(ContextPeers, EachGroupNamesItsOtherMembers) {
+  const int port = distributed::free_local_port();
+  ASSERT_GT(port, 0);
+  spdlog::default_logger_raw();
+  using Peers = std::vector<int>;
+  std::vector<std::array<Peers, 3>> peers(4);
+  run_parallel(4, [&](int64_t rank) {
+    distributed::Env env;
+    env.rank = static_cast<int>(rank);
+    env.world_size = 4;
+    env.master_addr = "127.0.0.1";
+    env.master_port = port;
+    distributed::Context context(env,
+                                 distributed::ContextOptions(2).timeout(std::chrono::seconds(30)));
+    peers[rank] = {context.peers_in(context.pipeline_group()),
+                   context.peers_in(context.data_parallel_group()),
+                   context.peers_in(context.world_group())};
+  });
+  EXPECT_EQ(peers[0][0], Peers({1}));
+  EXPECT_EQ(peers[1][0], Peers({0}));
+  EXPECT_EQ(peers[2][0], Peers({3}));
+  EXPECT_EQ(peers[3][0], Peers({2}));
+  EXPECT_EQ(peers[0][1], Peers({2}));
+  EXPECT_EQ(peers[1][1], Peers({3}));
+  EXPECT_EQ(peers[3][1], Peers({1}));
+  EXPECT_EQ(peers[1][2], Peers({0, 2, 3}));
+  EXPECT_EQ(peers[3][2], Peers({0, 1, 2}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, ProcessGroupPipeline, ::testing::ValuesIn([] {

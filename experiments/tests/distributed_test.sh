@@ -81,7 +81,8 @@ kill_one() {
     status=$?
     [[ $status -ne 0 ]] || fail "rank $rank exited 0"
     grep -q "$name was lost" "rank$rank.log" ||
-      fail "rank $rank does not name $name: $(tail -2 rank$rank.log)"
+      fail "rank $rank does not name $name: $(tail -2 rank$rank.log)
+every rank's last line: $(tail -n1 rank*.log)"
   done
   elapsed=$(( $(date +%s) - killed ))
   pids=()

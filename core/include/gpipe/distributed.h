@@ -64,6 +64,12 @@ struct Env {
 // MASTER_PORT of ranks started on this host. Throws gpipe::Error when no socket can be had.
 int free_local_port();
 
+// Whom a failure blames: the first stale rank (heartbeat stopped) among `suspects` (the ranks
+// whose loss explains the failure), else the first stale rank (a peer can fail because a third
+// rank died), else the only suspect; -1 when none can be named. A live rank starved of CPU can
+// look stale beside the dead one, which is why the suspects come first.
+int choose_lost_rank(const std::vector<int>& stale, const std::vector<int>& suspects);
+
 // One Gloo group of `size` ranks that all live in this process (rendezvous in a HashStore,
 // messages over loopback): element r is rank r. For timing a collective without starting
 // processes (the planner measures the gradient all-reduce with it). The ranks are built on
@@ -114,10 +120,14 @@ class Context : public StepCollectives, public World {
   // The recorded abort message, if any.
   bool aborted(std::string* why = nullptr) const;
 
-  // Names the lost rank (the store's abort key if another rank already named one; else
-  // `suspect` if its heartbeat stopped, or the first rank whose heartbeat stopped; else
-  // `suspect`), publishes it, and throws DistributedError.
-  [[noreturn]] void fail(const std::string& what, int suspect);
+  // Names the lost rank (the store's abort key if another rank already named one; else the
+  // first of `suspects` whose heartbeat stopped, or the first rank whose heartbeat stopped; else
+  // the only suspect), publishes it, and throws DistributedError. `suspects`: the ranks whose
+  // loss can explain `what` (a message's peer, a collective's other members).
+  [[noreturn]] void fail(const std::string& what, const std::vector<int>& suspects);
+  // The other members of `group` (one of this Context's), as global ranks: whom a failed
+  // collective or send over it can blame.
+  std::vector<int> peers_in(const c10d::ProcessGroup& group) const;
   // Publishes a local failure so the other ranks stop waiting for this one.
   void announce_failure(const std::string& what);
   // Rank 0 hosts the store: before it exits on a failure it waits a few heartbeats, so that
