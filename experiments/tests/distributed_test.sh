@@ -66,13 +66,20 @@ start_ranks() {
   sleep 2
 }
 
-# kill_one WORLD VICTIM NAME TRAIN_ARGS...: WORLD ranks train; once they are under way VICTIM
-# is killed; every other rank must exit non-zero within the 30 s timeout, naming NAME.
+# kill_one WORLD VICTIM NAME TRAIN_ARGS...: WORLD ranks train; once they are under way every
+# rank outlives a SIGPIPE, then VICTIM is killed; every other rank must exit non-zero within the
+# 30 s timeout, naming NAME.
 kill_one() {
   local world=$1 victim=$2 name=$3
   shift 3
   local rank killed elapsed status
   start_ranks "$world" 30 "$@"
+  # A write toward a dead peer raises SIGPIPE (Gloo writes with writev): no rank may die of it.
+  for ((rank = 0; rank < world; ++rank)); do kill -PIPE "${pids[$rank]}"; done
+  sleep 0.5
+  for ((rank = 0; rank < world; ++rank)); do
+    kill -0 "${pids[$rank]}" 2>/dev/null || fail "rank $rank died of SIGPIPE: $(tail -2 rank$rank.log)"
+  done
   kill -9 "${pids[$victim]}"
   killed=$(date +%s)
   for ((rank = 0; rank < world; ++rank)); do

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 
@@ -121,6 +122,11 @@ void Trainer::resolve_outputs() {
 void Trainer::join_world(PipelineOptions pipe_options, const LossFn& loss) {
   const auto& o = options_;
   const auto env = distributed::Env::from_environment();
+  // Gloo writes to its sockets with writev, which raises SIGPIPE when the peer is gone: by
+  // default that kills this process silently, before it can name the lost rank. Ignored, the
+  // write fails with EPIPE and becomes a DistributedError (every Python process, PyTorch's
+  // workers included, ignores SIGPIPE from its start).
+  std::signal(SIGPIPE, SIG_IGN);
   context_ = std::make_unique<distributed::Context>(
       env, distributed::ContextOptions(shape_.K)
                .timeout(std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout * 1000)))
