@@ -118,7 +118,7 @@ std::vector<int> Context::peers_in(const c10d::ProcessGroup& group) const {
       if (s != stage()) peers.push_back(global_rank(s));
   } else if (&group == data_parallel_.get() || &group == statistics_.get()) {
     for (int64_t r = 0; r < replicas(); ++r)
-      if (r != replica()) peers.push_back(static_cast<int>(r * stages() + stage()));
+      if (r != replica()) peers.push_back(rank_of(r, stage()));
   } else {
     for (int r = 0; r < env_.world_size; ++r)
       if (r != env_.rank) peers.push_back(r);
@@ -128,7 +128,7 @@ std::vector<int> Context::peers_in(const c10d::ProcessGroup& group) const {
 
 void Context::fail(const std::string& what, const std::vector<int>& suspects) {
   std::string reason;
-  int lost = suspects.size() == 1 ? suspects.front() : -1;
+  int lost = choose_lost_rank({}, suspects);  // the only suspect, until heartbeats are read
   try {
     if (store_->check({kAbortKey})) {
       reason = bytes_to_string(store_->get(kAbortKey));

@@ -104,8 +104,11 @@ class Context : public StepCollectives, public World {
   int64_t replicas() const override { return env_.world_size / options_.stages(); }
   int64_t stage() const override { return env_.rank % options_.stages(); }
   int64_t replica() const override { return env_.rank / options_.stages(); }
-  // Global rank of `stage` in this replica's pipeline.
-  int global_rank(int64_t stage) const { return static_cast<int>(replica() * stages() + stage); }
+  // Global rank of `stage` in `replica`'s pipeline (the layout above), and in this replica's.
+  int rank_of(int64_t replica, int64_t stage) const {
+    return static_cast<int>(replica * stages() + stage);
+  }
+  int global_rank(int64_t stage) const { return rank_of(replica(), stage); }
   std::chrono::milliseconds timeout() const { return options_.timeout(); }
   const Env& env() const { return env_; }
   std::string describe(int rank) const;  // "rank 3 (stage 1, replica 1)"
