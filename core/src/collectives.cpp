@@ -6,15 +6,25 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 
 namespace gpipe::distributed {
+
+c10::intrusive_ptr<c10d::Work> start_all_reduce(c10d::ProcessGroup& group,
+                                                std::vector<at::Tensor>& tensors) {
+  // NCCL's start may first build the group's communicator, waiting for its other ranks: never
+  // under a lock one of this process's other groups may need to make progress.
+  if (group.getBackendName() != "gloo") return group.allreduce(tensors);
+  static std::mutex starting;
+  std::lock_guard<std::mutex> lock(starting);
+  return group.allreduce(tensors);
+}
 
 torch::Tensor Context::all_reduce(c10d::ProcessGroup& group, torch::Tensor tensor,
                                   const char* what) {
   std::vector<at::Tensor> tensors{std::move(tensor)};
   try {
-    auto work = group.allreduce(tensors);
-    work->wait(options_.timeout());
+    start_all_reduce(group, tensors)->wait(options_.timeout());
   } catch (const DistributedError&) {
     throw;
   } catch (const std::exception& e) {

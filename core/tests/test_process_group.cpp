@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <functional>
 #include <future>
 #include <set>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -262,12 +264,37 @@ TEST(LocalGlooGroup, SumsOverItsRanksInOneProcess) {
     EXPECT_EQ(group[r]->getRank(), r);
     EXPECT_EQ(group[r]->getSize(), 3);
     std::vector<torch::Tensor> tensors{torch::full({5}, static_cast<float>(r + 1))};
-    group[r]->allreduce(tensors)->wait();
+    distributed::start_all_reduce(*group[r], tensors)->wait();
     values[r] = tensors[0];
   });
   for (const auto& v : values)
     EXPECT_TRUE(torch::equal(v, torch::full({5}, 6.0f))) << v;
   EXPECT_CONFIG_ERROR(distributed::local_gloo_group(0), "at least one rank, got 0");
+}
+
+// LibTorch 2.x's c10d flight recorder (one per process) notes a group's first collective in a
+// map outside its lock, and threads starting the first collectives of their own groups at once
+// corrupted it (a segfault in core_tests, in stop 56's CI). Every round makes fresh one-rank
+// groups, so every start in it is its group's first, and the threads start together.
+TEST(StartAllReduce, ThreadsStartTheirGroupsFirstCollectivesAtOnce) {
+  constexpr int kThreads = 4, kRounds = 50;
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<c10::intrusive_ptr<c10d::ProcessGroup>> groups;
+    for (int t = 0; t < kThreads; ++t)
+      groups.push_back(distributed::local_gloo_group(1)[0]);
+    std::atomic<int> ready{0};
+    std::vector<float> sums(kThreads, -1);
+    run_parallel(kThreads, [&](int64_t t) {
+      std::vector<torch::Tensor> tensors{torch::full({3}, static_cast<float>(t))};
+      ++ready;
+      while (ready.load() < kThreads)
+        std::this_thread::yield();
+      distributed::start_all_reduce(*groups[t], tensors)->wait();
+      sums[t] = tensors[0].sum().item<float>();
+    });
+    for (int t = 0; t < kThreads; ++t)
+      ASSERT_EQ(sums[t], 3.0f * t) << "round " << round << ", thread " << t;
+  }
 }
 
 // A failure names the dead rank: a suspect that stopped beating before a starved bystander

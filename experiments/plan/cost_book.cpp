@@ -241,7 +241,7 @@ double CostBook::allreduce_ms(int64_t stages, int64_t replicas, double bytes) {
       for (int64_t offset = 0; offset < numel; offset += bucket) {
         std::vector<torch::Tensor> flat{
             gradients.narrow(0, offset, std::min(bucket, numel - offset))};
-        group->allreduce(flat)->wait();
+        distributed::start_all_reduce(*group, flat)->wait();
       }
       if (repeat >= kWarmup) times[i].push_back(elapsed_ms(start));
     }
