@@ -10,11 +10,15 @@
 
 namespace gpipe::distributed {
 
+bool is_gloo(const c10d::ProcessGroup& group) {
+  return group.getBackendName() == "gloo";
+}
+
 c10::intrusive_ptr<c10d::Work> start_all_reduce(c10d::ProcessGroup& group,
                                                 std::vector<at::Tensor>& tensors) {
   // NCCL's start may first build the group's communicator, waiting for its other ranks: never
   // under a lock one of this process's other groups may need to make progress.
-  if (group.getBackendName() != "gloo") return group.allreduce(tensors);
+  if (!is_gloo(group)) return group.allreduce(tensors);
   static std::mutex starting;
   std::lock_guard<std::mutex> lock(starting);
   return group.allreduce(tensors);

@@ -119,6 +119,8 @@ void ProcessGroupTransport::send(int64_t from, int64_t to, const MessageKey& key
   int64_t at = 0;
   h[at++] = static_cast<int64_t>(tensors.size());
   std::vector<torch::Tensor> pieces{header};
+  // Gloo sends CPU tensors; NCCL sends device tensors as they are.
+  const bool gloo = is_gloo(context_.pipeline_group());
   for (const auto& t : tensors) {
     GPIPE_CHECK(at + 3 + (t.defined() ? t.dim() : 0) < kHeaderSize, ConfigError,
                 "a stage boundary carries too many tensors or dimensions for one message (",
@@ -129,8 +131,6 @@ void ProcessGroupTransport::send(int64_t from, int64_t to, const MessageKey& key
     h[at++] = t.dim();
     for (int64_t d : t.sizes())
       h[at++] = d;
-    // Gloo sends CPU tensors; NCCL sends device tensors as they are.
-    const bool gloo = context_.pipeline_group().getBackendName() == "gloo";
     pieces.push_back(t.is_cuda() && gloo ? t.cpu().contiguous() : t.contiguous());
   }
   if (bad_header) h[0] = kHeaderSize + 1;

@@ -274,8 +274,8 @@ TEST(LocalGlooGroup, SumsOverItsRanksInOneProcess) {
 
 // LibTorch 2.x's c10d flight recorder (one per process) notes a group's first collective in a
 // map outside its lock, and threads starting the first collectives of their own groups at once
-// corrupted it (a segfault in core_tests, in stop 56's CI). Every round makes fresh one-rank
-// groups, so every start in it is its group's first, and the threads start together.
+// corrupted it (a segfault in core_tests, in a CI's LibTorch 2.11 run). Every round makes fresh
+// one-rank groups, so every start in it is its group's first, and the threads start together.
 TEST(StartAllReduce, ThreadsStartTheirGroupsFirstCollectivesAtOnce) {
   constexpr int kThreads = 4, kRounds = 50;
   for (int round = 0; round < kRounds; ++round) {

@@ -77,12 +77,15 @@ int choose_lost_rank(const std::vector<int>& stale, const std::vector<int>& susp
 std::vector<c10::intrusive_ptr<c10d::ProcessGroup>> local_gloo_group(
     int size, std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
+// Whether `group` sends through Gloo (CPU tensors; NCCL takes device tensors as they are).
+bool is_gloo(const c10d::ProcessGroup& group);
+
 // Starts a sum of `tensors` over `group` and returns its work; the caller waits. LibTorch 2.x
 // keeps one c10d flight recorder per process, and a Gloo collective's start looks up and inserts
 // its group's record in a std::map outside the recorder's lock, so threads starting collectives
-// on different groups at once corrupt that map (core_tests crashed so in stop 56's CI). This
-// serialises the starts of Gloo collectives, which never block; the waits stay parallel. Every
-// all-reduce of the library starts here.
+// on different groups at once corrupt that map (core_tests crashed so in a CI's LibTorch 2.11
+// run). This serialises the starts of Gloo collectives, which never block; the waits stay
+// parallel. Every all-reduce of the library starts here.
 c10::intrusive_ptr<c10d::Work> start_all_reduce(c10d::ProcessGroup& group,
                                                 std::vector<at::Tensor>& tensors);
 
