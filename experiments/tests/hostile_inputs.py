@@ -14,9 +14,14 @@ sign of a crash (an uncaught exception, a backtrace), and the working folder is 
 (the paths among the bad values are relative to it).
 
 Usage: hostile_inputs.py --bin DIR [--table FILE] [--sample] [--jobs N] [--timeout S]
-                         [--memory-gib G] PROGRAM...
+                         [--memory-gib G] [--fork-server LIB] PROGRAM...
 --sample gives each flag one of its bad values (rotating through the kind's values), for the
-builds whose programs start slowly (sanitizers, CUDA); the default gives every value.
+builds whose programs run slowly (sanitizers); the default gives every value.
+--fork-server LIB (hostile_fork_server.cpp, built beside the programs) starts each program once
+per worker and runs every case in a child forked from it, the program's main() with the case's
+argv: a case then costs a fork rather than LibTorch's half-second start. Without it each case is
+a program started anew. --compare runs every case both ways and fails where exit code, output
+or files left differ: the check that forking changes nothing a case can see.
 """
 import argparse
 import concurrent.futures
@@ -26,6 +31,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 # The bad values of each kind of flag. Every list holds at least one value of the wrong type and
@@ -134,21 +140,98 @@ def limit_memory(gib):
     return apply
 
 
-def run_case(case, args):
+class ForkServer:
+    """One program started under hostile_fork_server: run() forks a child that runs its main()."""
+
+    def __init__(self, library, program):
+        env = dict(os.environ, LD_PRELOAD=library, GPIPE_HOSTILE_FORK_SERVER="1")
+        self.program = program
+        self.process = subprocess.Popen([program], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        env=env)
+
+    def run(self, argv, folder, timeout, memory_gib):
+        """(exit code, stdout, stderr) of one case, as subprocess.run gives them; None on timeout."""
+        with tempfile.TemporaryDirectory() as outputs:
+            out, err = os.path.join(outputs, "out"), os.path.join(outputs, "err")
+            fields = [str(int(timeout * 1000)), str(int(memory_gib * 1024**3)), folder, out, err]
+            fields += argv
+            request = str(len(fields)).encode() + b"\0"
+            request += b"".join(os.fsencode(field) + b"\0" for field in fields)
+            self.process.stdin.write(request)
+            self.process.stdin.flush()
+            answer = self.process.stdout.readline().decode().split()
+            if not answer:
+                raise RuntimeError(f"hostile_fork_server for {argv[0]} stopped "
+                                   f"(exit {self.process.wait()}); its stderr says why")
+            with open(out, "rb") as f, open(err, "rb") as g:
+                stdout, stderr = f.read(), g.read()
+        if answer[0] == "timeout":
+            return None
+        code = int(answer[1]) if answer[0] == "exit" else -int(answer[1])
+        return subprocess.CompletedProcess(argv, code, stdout, stderr)
+
+    def close(self):
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            self.process.wait()
+
+
+class Launcher:
+    """Runs cases as fresh processes, or through a fork server of each worker thread, started
+    anew when the thread's cases move on to another program (cases come grouped by program)."""
+
+    def __init__(self, args):
+        self.args = args
+        self.local = threading.local()
+        self.servers = []
+        self.lock = threading.Lock()
+
+    def run(self, argv, folder, fork):
+        """The CompletedProcess of one case run in `folder`; None when it ran out of time."""
+        args = self.args
+        if not fork:
+            try:
+                return subprocess.run(argv, capture_output=True, cwd=folder, timeout=args.timeout,
+                                      preexec_fn=limit_memory(args.memory_gib))
+            except subprocess.TimeoutExpired:
+                return None
+        server = getattr(self.local, "server", None)
+        if server is None or server.program != argv[0]:
+            if server is not None:
+                server.close()
+            server = self.local.server = ForkServer(args.fork_server, argv[0])
+            with self.lock:
+                self.servers.append(server)
+        return server.run(argv, folder, args.timeout, args.memory_gib)
+
+    def close(self):
+        for server in self.servers:
+            server.close()
+
+
+def observe(launcher, argv, fork):
+    """(CompletedProcess or None on timeout, seconds, files left) of one case in an empty folder."""
+    with tempfile.TemporaryDirectory() as folder:
+        start = time.monotonic()
+        done = launcher.run(argv, folder, fork)
+        return done, time.monotonic() - start, sorted(os.listdir(folder))
+
+
+def run_case(case, launcher):
     """Runs one case; returns None when it passed, else a line saying why it did not."""
     program, flag, value, context = case
     argv = [program] + ([flag + value] if value.startswith("=") else [flag, value]) + context
     shown = " ".join(repr(a) if a == "" or not a.isprintable() or " " in a else a
                      for a in [os.path.basename(program)] + argv[1:])
-    with tempfile.TemporaryDirectory() as folder:
-        start = time.monotonic()
-        try:
-            done = subprocess.run(argv, capture_output=True, cwd=folder, timeout=args.timeout,
-                                  preexec_fn=limit_memory(args.memory_gib))
-        except subprocess.TimeoutExpired:
-            return f"{shown}: still running after {args.timeout} s"
-        seconds = time.monotonic() - start
-        left = sorted(os.listdir(folder))
+    done, seconds, left = observe(launcher, argv, fork=bool(launcher.args.fork_server))
+    if done is None:
+        return f"{shown}: still running after {launcher.args.timeout} s"
+    if launcher.args.compare:
+        plain, _, plain_left = observe(launcher, argv, fork=False)
+        seen = [(r.returncode, r.stdout, r.stderr, files) if r else None
+                for r, files in ((done, left), (plain, plain_left))]
+        if seen[0] != seen[1]:
+            return f"{shown}: forked and started anew differ: {seen[0]} against {seen[1]}"
     stderr = done.stderr.decode("utf-8", errors="replace")
     lines = stderr.splitlines()
     problems = []
@@ -197,8 +280,14 @@ def main():
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds a run may take")
     parser.add_argument("--memory-gib", type=float, default=4.0,
                         help="address-space limit of each run (0: none)")
+    parser.add_argument("--fork-server", metavar="LIB",
+                        help="hostile_fork_server library: fork each case from a started program")
+    parser.add_argument("--compare", action="store_true",
+                        help="also start each case anew; fail where the two runs differ")
     parser.add_argument("programs", nargs="+")
     args = parser.parse_args()
+    if args.compare and not args.fork_server:
+        parser.error("--compare compares forked runs with fresh ones: give --fork-server")
 
     start = time.monotonic()
     table = read_table(args.table)
@@ -215,8 +304,12 @@ def main():
     for line in missing:
         print(f"no entry in {os.path.basename(args.table)}: {line} (add one naming its kind)")
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        failures = [f for f in pool.map(lambda c: run_case(c, args), cases) if f]
+    launcher = Launcher(args)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            failures = [f for f in pool.map(lambda c: run_case(c, launcher), cases) if f]
+    finally:
+        launcher.close()
     for line in failures:
         print(line)
     print(f"hostile_inputs: {len(args.programs)} programs, {flag_count} flags, {len(cases)} runs "
