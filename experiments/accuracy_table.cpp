@@ -240,16 +240,16 @@ void add_table_flags(CLI::App& app, TableOptions& o) {
       }));
   app.add_option("--epochs", o.epochs,
                  "override the preset's epochs (0: keep); not the fine-tuning and scratch runs")
-      ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
+      ->check(cli::int_range(int64_t{0}, int64_t{1000000}));
   app.add_option("--steps", o.steps, "cap every run at this many steps (0: no cap)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 32));
+      ->check(cli::int_range(int64_t{0}, int64_t{1} << 32));
   app.add_option("--eval-batches", o.eval_batches,
                  "evaluate on the first N test batches (0: the whole test split)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+      ->check(cli::int_range(int64_t{0}, int64_t{1} << 24));
   app.add_option("--batch-size", o.batch_size,
                  "override the preset's training and evaluation batch size (0: keep); for quick "
                  "checks, a multiple of the preset's micro-batch count")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+      ->check(cli::int_range(int64_t{0}, int64_t{1} << 24));
   app.add_flag("--reuse", o.reuse, "read the runs' summaries when they exist instead of training");
   app.add_option("--out", o.out, "results folder")
       ->capture_default_str()
@@ -276,15 +276,15 @@ void add_transfer_flags(CLI::App& app, TransferOptions& transfer) {
       ->group(group);
   app.add_option("--runs", transfer.runs, "fine-tuning and scratch runs, seeds 0..N-1 (0: none)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{1000}))
+      ->check(cli::int_range(int64_t{0}, int64_t{1000}))
       ->group(group);
   app.add_option("--transfer-epochs", transfer.epochs, "epochs of each fine-tuning and scratch run")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1000000}))
+      ->check(cli::int_range(int64_t{1}, int64_t{1000000}))
       ->group(group);
   app.add_option("--cutout", transfer.cutout, "cutout side in pixels of the fine-tuning runs")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 14))
+      ->check(cli::int_range(int64_t{0}, int64_t{1} << 14))
       ->group(group);
 }
 

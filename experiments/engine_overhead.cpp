@@ -416,11 +416,11 @@ int main(int argc, char** argv) {
   app.add_option("--threads", s.threads,
                  "intra-op threads of the plain loop and of each pipeline device (0: LibTorch's "
                  "default for the plain loop, the engine's for the devices)")
-      ->check(CLI::Range(0, 4096))
+      ->check(gpipe::int_range(0, 4096))
       ->capture_default_str();
   app.add_option("-K,--partitions", s.partitions,
                  "the engine's stages, on cpu:0..K-1 (or all on the one CUDA device)")
-      ->check(CLI::Range(int64_t{1}, int64_t{64}))
+      ->check(gpipe::int_range(int64_t{1}, int64_t{64}))
       ->capture_default_str();
   app.add_option("--schedule", s.schedule, "the engine's schedule")
       ->check(CLI::IsMember({"gpipe", "1f1b", "zb-h1"}))
@@ -429,24 +429,24 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"params", "time"}))
       ->capture_default_str();
   app.add_option("--batch-size", s.batch_size, "samples per step")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->check(gpipe::int_range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
   app.add_option("--chunks", s.chunks, "M values, comma-separated")
       ->delimiter(',')
-      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
+      ->check(gpipe::int_range(int64_t{1}, int64_t{4096}))
       ->capture_default_str();
   app.add_option("--input", s.inputs, "placements: host (copied each step), resident")
       ->delimiter(',')
       ->check(CLI::IsMember({"host", "resident"}))
       ->capture_default_str();
   app.add_option("--rounds", s.rounds, "interleaved rounds")
-      ->check(CLI::Range(int64_t{1}, int64_t{1000}))
+      ->check(gpipe::int_range(int64_t{1}, int64_t{1000}))
       ->capture_default_str();
   app.add_option("--steps", s.steps, "timed steps per contender and round")
-      ->check(CLI::Range(int64_t{1}, int64_t{100000}))
+      ->check(gpipe::int_range(int64_t{1}, int64_t{100000}))
       ->capture_default_str();
   app.add_option("--warmup", s.warmup, "untimed steps before them")
-      ->check(CLI::Range(int64_t{0}, int64_t{1000}))
+      ->check(gpipe::int_range(int64_t{0}, int64_t{1000}))
       ->capture_default_str();
   app.add_option("--json", s.json_path, "write the figures and every step's time here");
   app.add_option("--op-profile", s.op_profile_path,

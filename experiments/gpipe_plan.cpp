@@ -168,16 +168,16 @@ void add_planner_flags(CLI::App& app, PlannerOptions& o) {
       ->group(group);
   app.add_option("--top", o.top, "plans to print")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, kMaxPlans))
+      ->check(cli::int_range(int64_t{1}, kMaxPlans))
       ->group(group);
   app.add_option("--verify", o.verify_top, "run the top T plans for a few steps and measure them")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, kMaxPlans))
+      ->check(cli::int_range(int64_t{0}, kMaxPlans))
       ->group(group);
   app.add_option("--verify-rounds", o.verify_rounds,
                  "measure the verified and grid plans in turn this many times (median of all)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, kMaxRounds))
+      ->check(cli::int_range(int64_t{1}, kMaxRounds))
       ->group(group);
   app.add_flag("--verify-paired", o.verify_paired,
                "also predict each measured plan in each round from its calibration measured right "
@@ -189,14 +189,14 @@ void add_planner_flags(CLI::App& app, PlannerOptions& o) {
          "measure the calibration steps of the plans within 1.25x of the fastest (6 at most) this "
          "many times, all in turn, and predict from the medians")
       ->capture_default_str()
-      ->check(CLI::Range(1, static_cast<int>(kMaxRounds)))
+      ->check(cli::int_range(1, static_cast<int>(kMaxRounds)))
       ->group(group);
   app.add_option("--calibration-extra-rounds", o.calibration_extra_rounds,
                  "then measure again, up to this many rounds more, the calibrations of the plans "
                  "within 1.10x of the fastest (3 at most) and of the grid whose rounds spread over "
                  "10% (slowest over fastest): rounds taken in busy minutes are outvoted")
       ->capture_default_str()
-      ->check(CLI::Range(0, static_cast<int>(kMaxRounds)))
+      ->check(cli::int_range(0, static_cast<int>(kMaxRounds)))
       ->group(group);
   app.add_option("--grid", o.grid,
                  "hand-picked shapes to predict and measure beside the plans, ';'-separated: "
@@ -212,11 +212,11 @@ void add_planner_flags(CLI::App& app, PlannerOptions& o) {
       ->group(group);
   app.add_option("--max-chunks", o.max_chunks, "largest M considered")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
+      ->check(cli::int_range(int64_t{1}, int64_t{1} << 24))
       ->group(group);
   app.add_option("--max-replicas", o.max_replicas, "largest data-parallel R (0: no limit)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{4096}))
+      ->check(cli::int_range(int64_t{0}, int64_t{4096}))
       ->group(group);
   app.add_option("--allreduce-gbs", o.allreduce_gbs,
                  "bandwidth of the replicas' gradient all-reduce, GB/s; 0: time it here (Gloo "

@@ -70,10 +70,10 @@ struct LayerCut {
 // Declares the flags; their checks reject a bad value before anything runs.
 void add_flags(CLI::App& app, SimOptions& o) {
   app.add_option("--partitions,-K", o.partitions, "number of stages K (default 4, or from costs)")
-      ->check(CLI::Range(int64_t{1}, kMaxStages));
+      ->check(cli::int_range(int64_t{1}, kMaxStages));
   app.add_option("--chunks,-M", o.chunks,
                  "micro-batches per mini-batch M (default 8, or the schedule file's)")
-      ->check(CLI::Range(int64_t{1}, kMaxChunks));
+      ->check(cli::int_range(int64_t{1}, kMaxChunks));
   app.add_option("--schedule", o.schedule_name,
                  schedule_kind_names(" | ") +
                      " | file:PATH (a schedule file: its K, M, v and placement are the run's)")
@@ -85,7 +85,7 @@ void add_flags(CLI::App& app, SimOptions& o) {
   app.add_option(
          "--virtual-stages", o.virtual_stages,
          "v stages per device (interleaved-1f1b, looped-bfs: default 2; zbv, dualpipev, v-half: 2)")
-      ->check(CLI::Range(int64_t{1}, kMaxVirtualStages));
+      ->check(cli::int_range(int64_t{1}, kMaxVirtualStages));
   app.add_option("--weight-fraction", o.weight_fraction,
                  "W's share of the backward where a schedule splits it (zb-h1, zb-h2, zbv, "
                  "dualpipev, v-half)")

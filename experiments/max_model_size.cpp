@@ -57,9 +57,9 @@ void add_flags(CLI::App& app, TableFlags& f) {
       ->check(cli::name_list([](const std::string& c) { tables::parse_size_config(c); }));
   app.add_option("--chunks,-M", f.chunks,
                  "micro-batches of the pipeline-K configurations (default 8)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+      ->check(cli::int_range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--batch,-N", f.batch, "mini-batch of every model (default: the preset's)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+      ->check(cli::int_range(int64_t{1}, int64_t{1} << 24));
   app.add_option("--amoebanet-layers", f.amoeba_layers,
                  "AmoebaNet-D L values to search, e.g. 6,12,18")
       ->check(cli::int_list(1, 4096));
@@ -69,7 +69,7 @@ void add_flags(CLI::App& app, TableFlags& f) {
   app.add_option("--amoebanet-fixed-layers", f.fixed_layers,
                  "AmoebaNet-D L of naive-1, pipeline-1 and pipeline-2, which grow D only as the "
                  "paper's Table 1 (default: the preset's, quick 6, paper 18; 0: search every L)")
-      ->check(CLI::Range(int64_t{0}, int64_t{4096}));
+      ->check(cli::int_range(int64_t{0}, int64_t{4096}));
   app.add_option("--transformer-layers", f.transformer_layers,
                  "Transformer-L L values to search, ascending")
       ->check(cli::int_list(1, 4096));
@@ -84,10 +84,10 @@ void add_flags(CLI::App& app, TableFlags& f) {
       ->check(CLI::IsMember({"rmsprop", "adam", "sgd", "auto"}));
   app.add_option("--max-measurements", f.max_measurements,
                  "measured steps per model and configuration (default 6)")
-      ->check(CLI::Range(1, 1000));
+      ->check(cli::int_range(1, 1000));
   app.add_option("--threads", f.threads,
                  "intra-op threads of profiles and one-device steps (default: all)")
-      ->check(CLI::Range(0, 4096));
+      ->check(cli::int_range(0, 4096));
   app.add_option("--out", f.out,
                  "write OUT.md, OUT.csv and OUT.json (empty: print only; the PNG is "
                  "scripts/plot_max_model_size.py OUT.json)")

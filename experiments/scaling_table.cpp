@@ -79,7 +79,7 @@ void add_table_flags(CLI::App& app, Flags& flags) {
   app.add_option("--chunks,-M", flags.chunks_text, "M values of Table 2 (default 1,4,32)")
       ->check(cli::int_list(1, 1 << 20));
   app.add_option("--batch,-N", flags.batch, "mini-batch N of every model (default: the preset's)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+      ->check(cli::int_range(int64_t{1}, int64_t{1} << 24));
   const auto link_name = cli::parsed_by([](const std::string& name) { link_preset(name); });
   app.add_option("--link", flags.link,
                  "Table 2's link for projected rows: tpu | nvlink | pcie | none | tpu-scaled | "
@@ -114,20 +114,20 @@ void add_run_flags(CLI::App& app, Flags& flags) {
   app.add_option("--max-measured-k", flags.max_measured_k,
                  "measure rows with K up to this (0: as many devices as this machine has)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{4096}));
+      ->check(cli::int_range(int64_t{0}, int64_t{4096}));
   app.add_option("--warmup", flags.warmup, "untimed steps before each measured run (default 1)")
-      ->check(CLI::Range(0, 1000));
+      ->check(cli::int_range(0, 1000));
   app.add_option("--steps", flags.steps,
                  "timed steps of each measured run; the median counts (default 5)")
-      ->check(CLI::Range(1, 1000));
+      ->check(cli::int_range(1, 1000));
   app.add_option("--profile-iterations", flags.profile_iterations,
                  "timed runs per layer when profiling; the median counts (default 5)")
-      ->check(CLI::Range(1, 1000));
+      ->check(cli::int_range(1, 1000));
   app.add_option("--check-rounds", flags.check_rounds,
                  "rounds of each projection check, each a fresh profile right before the measured "
                  "run; the medians are compared (this machine's speed drifts within minutes)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 100));
+      ->check(cli::int_range(1, 100));
   app.add_flag("--calibrate,!--no-calibrate", flags.calibrate,
                "scale each model's projected compute costs by a real one-device step over its "
                "projection (default on, where the model fits this machine; the K=2 check then "
@@ -136,7 +136,7 @@ void add_run_flags(CLI::App& app, Flags& flags) {
                  "measure each model's calibration this many times, interleaved with the other "
                  "models'; the median counts")
       ->capture_default_str()
-      ->check(CLI::Range(1, 100));
+      ->check(cli::int_range(1, 100));
   app.add_option("--calibration-chunks", flags.calibration_chunks_text,
                  "the Ms to calibrate each model at, each dividing every model's N; a row takes "
                  "the calibration of the nearest (default: each model's largest M)")

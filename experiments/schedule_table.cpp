@@ -100,19 +100,19 @@ void add_table_flags(CLI::App& app, TableFlags& f) {
   app.add_option("--max-measured-k", f.max_measured_k,
                  "cells with K up to this are measured (0: this machine's cores)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{4096}))
+      ->check(cli::int_range(int64_t{0}, int64_t{4096}))
       ->group(kGroup);
   app.add_option("--rounds", f.rounds, "measure every measured cell in turn this many times")
       ->capture_default_str()
-      ->check(CLI::Range(1, 100))
+      ->check(cli::int_range(1, 100))
       ->group(kGroup);
   app.add_option("--measure-warmup", f.warmup, "untimed steps before each measurement")
       ->capture_default_str()
-      ->check(CLI::Range(0, 100))
+      ->check(cli::int_range(0, 100))
       ->group(kGroup);
   app.add_option("--measure-steps", f.steps, "timed steps of each measurement")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1000))
+      ->check(cli::int_range(1, 1000))
       ->group(kGroup);
   app.add_option("--out", f.out, "write PREFIX.md, PREFIX.csv and PREFIX.json")
       ->check(cli::output_file())

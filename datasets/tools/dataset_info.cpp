@@ -357,27 +357,27 @@ int main(int argc, char** argv) {
   app.add_option("--stats-limit", args.stats_limit,
                  "decode only this many evenly spaced images per split for the statistics "
                  "(0: all)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+      ->check(gpipe::int_range(int64_t{0}, int64_t{1} << 24));
   // Bounds (docs/design.md): threads a machine can use, images a run can hold or write.
   app.add_option("--workers", args.workers, "threads for the scan and the benchmark's loader")
-      ->check(CLI::Range(1, 256));
+      ->check(gpipe::int_range(1, 256));
   app.add_option("--count", args.count, "synthetic images, or JPEGs to generate")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+      ->check(gpipe::int_range(int64_t{1}, int64_t{1} << 24));
   app.add_option("--classes", args.classes, "classes of synthetic images or generated JPEGs")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+      ->check(gpipe::int_range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--channels", args.channels, "channels of synthetic images (1 or 3)")
       ->check(CLI::IsMember({1, 3}));
   app.add_option("--seed", args.seed, "seed of the loader and of generated data");
   app.add_flag("--benchmark", args.benchmark,
                "measure single-thread and loader images/s through the training transform");
   app.add_option("--image-size", args.image_size, "output size of the transform (0: native)")
-      ->check(CLI::Range(0, 1 << 14));
+      ->check(gpipe::int_range(0, 1 << 14));
   app.add_option("--batch-size", args.batch_size, "loader batch size")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
+      ->check(gpipe::int_range(int64_t{1}, int64_t{1} << 16));
   app.add_option("--benchmark-images", args.benchmark_images, "images per benchmark run")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+      ->check(gpipe::int_range(int64_t{1}, int64_t{1} << 24));
   app.add_option("--repeats", args.repeats, "benchmark runs (medians are reported)")
-      ->check(CLI::Range(1, 1000));
+      ->check(gpipe::int_range(1, 1000));
   app.add_option("--generate-jpegs", args.generate_dir,
                  "write --count generated 500x375 JPEGs as DIR/train/<wnid>/ (and val/)")
       ->check(

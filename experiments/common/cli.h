@@ -38,6 +38,7 @@ std::vector<std::string> parse_names(const std::string& text, const std::string&
 enum class Interval { kClosed, kOpenLow, kOpenHigh };
 CLI::Validator finite_range(double low, double high, Interval interval = Interval::kClosed);
 
+using gpipe::int_range;
 using gpipe::parsed_by;
 // A comma-separated list of integers, each within [low, high] (an empty list when `allow_empty`).
 CLI::Validator int_list(int64_t low, int64_t high, bool allow_empty = false);

@@ -190,7 +190,7 @@ void add_shape_flags(CLI::App& app, PipelineShape& shape, int64_t& planning_core
   auto& s = shape;
   app.add_option("--partitions,-K", s.K, "number of stages K (auto-balanced by --balance-by)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, kMaxDevices))
+      ->check(cli::int_range(int64_t{0}, kMaxDevices))
       ->group(group);
   app.add_option_function<std::string>(
          "--balance",
@@ -202,7 +202,7 @@ void add_shape_flags(CLI::App& app, PipelineShape& shape, int64_t& planning_core
       ->group(group);
   app.add_option("--chunks,-M", s.M, "micro-batches per mini-batch")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, kMaxMicroBatches))
+      ->check(cli::int_range(int64_t{1}, kMaxMicroBatches))
       ->group(group);
   app.add_option_function<std::string>(
          "--checkpoint", [&s](const std::string& text) { s.checkpoint = parse_checkpoint(text); },
@@ -224,7 +224,7 @@ void add_shape_flags(CLI::App& app, PipelineShape& shape, int64_t& planning_core
                  "schedules zbv, dualpipev and v-half (2); each --balance entry must be a "
                  "multiple of v")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, kMaxVirtualStages))
+      ->check(cli::int_range(int64_t{0}, kMaxVirtualStages))
       ->group(group);
   app.add_option_function<std::string>(
          "--stage-balance",
@@ -249,7 +249,7 @@ void add_shape_flags(CLI::App& app, PipelineShape& shape, int64_t& planning_core
   app.add_option("--threads-per-device", s.threads,
                  "intra-op threads per device (0: 1 when K > 1, all cores when K = 1)")
       ->capture_default_str()
-      ->check(CLI::Range(0, static_cast<int>(kMaxThreads)))
+      ->check(cli::int_range(0, static_cast<int>(kMaxThreads)))
       ->group(group);
 }
 

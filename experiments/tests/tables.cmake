@@ -37,14 +37,14 @@ gpipe_cli_test(plan_nothing_fits 2 "the smallest needs" ${bin}/gpipe_plan ${tiny
 gpipe_cli_test(plan_bad_budget 2 "unknown unit 'XB'" ${bin}/gpipe_plan ${tiny_mlp} --memory-per-device 3XB)
 gpipe_cli_test(plan_verify_rounds 0 "round 2 of 2, plan 2 of 2" ${bin}/gpipe_plan ${tiny_mlp} --verify 1 --verify-rounds 2 --grid "K=1,M=2")
 gpipe_cli_test(plan_verify_paired 0 "paired prediction" ${bin}/gpipe_plan ${tiny_mlp} --verify 1 --verify-rounds 2 --verify-paired --calibration-rounds 1)
-gpipe_cli_test(plan_bad_rounds 2 "--verify-rounds: Value 0 not in range" ${bin}/gpipe_plan ${tiny_mlp} --verify-rounds 0)
+gpipe_cli_test(plan_bad_rounds 2 "--verify-rounds: 0 is not an integer in [" ${bin}/gpipe_plan ${tiny_mlp} --verify-rounds 0)
 gpipe_cli_test(plan_calibration_rounds 0 "calibration round 2 of 2" ${bin}/gpipe_plan ${tiny_mlp} --calibration-rounds 2)
-gpipe_cli_test(plan_bad_calibration_rounds 2 "--calibration-rounds: Value 0 not in range" ${bin}/gpipe_plan ${tiny_mlp} --calibration-rounds 0)
-gpipe_cli_test(plan_bad_calibration_extra_rounds 2 "--calibration-extra-rounds: Value -1 not in range" ${bin}/gpipe_plan ${tiny_mlp} --calibration-extra-rounds -1)
+gpipe_cli_test(plan_bad_calibration_rounds 2 "--calibration-rounds: 0 is not an integer in [" ${bin}/gpipe_plan ${tiny_mlp} --calibration-rounds 0)
+gpipe_cli_test(plan_bad_calibration_extra_rounds 2 "--calibration-extra-rounds: -1 is not an integer in [" ${bin}/gpipe_plan ${tiny_mlp} --calibration-extra-rounds -1)
 # Two replicas run as gpipe_train processes, which exit 2 on a flag they do not know: none of
 # the planner's own flags may reach them.
 gpipe_cli_test(plan_replicas_take_no_planner_flags 0 "round 1 of 1, plan 1 of 1" ${bin}/gpipe_plan ${tiny_mlp} --top 1 --verify-rounds 1 --verify-paired --calibration-rounds 1 --calibration-extra-rounds 1 --link none --allreduce-gbs 0 --max-replicas 2 --grid "K=1,R=2,M=1,threads=1")
-gpipe_cli_test(plan_bad_max_replicas 2 "--max-replicas: Value -1 not in range" ${bin}/gpipe_plan ${tiny_mlp} --max-replicas -1)
+gpipe_cli_test(plan_bad_max_replicas 2 "--max-replicas: -1 is not an integer in [" ${bin}/gpipe_plan ${tiny_mlp} --max-replicas -1)
 gpipe_cli_test(plan_grid_bad_virtual_stages 2 "got v=3" ${bin}/gpipe_plan ${tiny_mlp} --grid "K=2,M=2,schedule=zbv,v=3")
 gpipe_cli_test(plan_bad_grid 2 "unknown plan key 'Z'" ${bin}/gpipe_plan ${tiny_mlp} --grid "K=1,Z=2")
 gpipe_cli_test(plan_grid_uneven 2 "does not divide the batch of 8" ${bin}/gpipe_plan ${tiny_mlp} --grid "K=2,M=3")

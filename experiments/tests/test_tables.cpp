@@ -9,6 +9,7 @@
 #include <cmath>
 #include <set>
 
+#include "common/cli.h"
 #include "common/report.h"
 #include "costs/projection.h"
 #include "gpipe/errors.h"
@@ -82,6 +83,24 @@ TEST(Report, NumbersAndSizes) {
   EXPECT_CONFIG_ERROR(parse_bytes("12XB", "--memory-budget"), "unknown unit 'XB'");
   EXPECT_CONFIG_ERROR(parse_bytes("lots", "--memory-budget"), "'lots' is not a size");
   EXPECT_CONFIG_ERROR(parse_bytes("-1GiB", "--memory-budget"), "must be a positive size");
+}
+
+// Every integer flag of the programs checks its range with int_range (gpipe/exit_codes.h): a
+// word, a fraction or an exponent is "not an integer"; a number outside the range says the range.
+// It reads integers as CLI11 does (a sign, a 0x prefix).
+TEST(Report, IntRangeSaysWhatIsWrongWithAnIntegerFlag) {
+  const CLI::Validator check = cli::int_range(1, 4096);
+  auto verdict = [&](std::string text) { return check(text); };
+  for (const char* good : {"1", "64", "4096", "+4", "0x10"})
+    EXPECT_EQ(verdict(good), "") << good;
+  EXPECT_EQ(verdict("0"), "0 is not an integer in [1, 4096]");
+  EXPECT_EQ(verdict("-1"), "-1 is not an integer in [1, 4096]");
+  EXPECT_EQ(verdict("4097"), "4097 is not an integer in [1, 4096]");
+  EXPECT_EQ(verdict("99999999999999999999"), "99999999999999999999 is not an integer in [1, 4096]");
+  for (const char* bad : {"x", "", "1.5", "1e3", "nan", "4 ", "-", "0x"})
+    EXPECT_EQ(verdict(bad), "'" + std::string(bad) + "' is not an integer") << bad;
+  EXPECT_EQ(verdict("\x1b[31m"), "'\\x1b[31m' is not an integer");
+  EXPECT_EQ(check.get_description(), "INT in [1 - 4096]");
 }
 
 // ---- normalisation --------------------------------------------------------------------------

@@ -91,19 +91,20 @@ void add_data_flags(CLI::App& app, TrainOptions& o) {
   opt(app, data, "--data-dir", o.data_dir,
       "folder of the dataset's files (fashion-mnist: Debian's copy by default)")
       ->check(CLI::ExistingDirectory);
-  opt(app, data, "--workers", o.workers, "data loader threads")->check(CLI::Range(0, kMaxWorkers));
+  opt(app, data, "--workers", o.workers, "data loader threads")
+      ->check(cli::int_range(0, kMaxWorkers));
   app.add_flag("--skip-bad", o.skip_bad, "skip (and count) undecodable images")->group(data);
   app.add_flag("--augment,!--no-augment", o.augment, "training augmentation")
       ->capture_default_str()
       ->group(data);
   opt(app, data, "--cutout", o.cutout,
       "training augmentation: zero a random square of this many pixels a side (0: off)")
-      ->check(CLI::Range(int64_t{0}, kMaxImageSide));
+      ->check(cli::int_range(int64_t{0}, kMaxImageSide));
   opt(app, data, "--class-subset", o.class_subset,
       "train and test on these classes only, relabelled 0..n-1 in the order given (0-4, 5,7,9)")
       ->check(cli::parsed_by([](const std::string& v) { datasets::parse_class_list(v); }));
   opt(app, data, "--eval-batch-size", o.eval_batch_size, "evaluation batch (0: --batch-size)")
-      ->check(CLI::Range(int64_t{0}, kMaxBatch));
+      ->check(cli::int_range(int64_t{0}, kMaxBatch));
 }
 
 // The pipeline's shape, how it is balanced, and --plan auto.
@@ -149,11 +150,11 @@ void add_distributed_flags(CLI::App& app, TrainOptions& o) {
 void add_training_flags(CLI::App& app, TrainOptions& o) {
   const char* train = "Training";
   opt(app, train, "--batch-size", o.batch_size, "mini-batch size N (over all replicas)")
-      ->check(CLI::Range(int64_t{1}, kMaxBatch));
+      ->check(cli::int_range(int64_t{1}, kMaxBatch));
   opt(app, train, "--epochs", o.epochs, "epochs of the training split")
-      ->check(CLI::Range(int64_t{0}, kMaxEpochs));
+      ->check(cli::int_range(int64_t{0}, kMaxEpochs));
   opt(app, train, "--steps", o.steps, "training steps (caps --epochs; synthetic data needs it)")
-      ->check(CLI::Range(int64_t{0}, kMaxSteps));
+      ->check(cli::int_range(int64_t{0}, kMaxSteps));
   opt(app, train, "--seed", o.seed, "seed of initialisation, data order, augmentation and dropout");
   opt(app, train, "--optimizer", o.optimizer.name(), "sgd | rmsprop | adam | adamw")
       ->check(CLI::IsMember({"sgd", "rmsprop", "adam", "adamw"}));
@@ -177,7 +178,7 @@ void add_training_flags(CLI::App& app, TrainOptions& o) {
   opt(app, train, "--lr-schedule", o.lr_schedule, "constant | cosine | exponential (after warm-up)")
       ->check(CLI::IsMember({"constant", "cosine", "exponential"}));
   opt(app, train, "--warmup-steps", o.warmup_steps, "linear warm-up steps")
-      ->check(CLI::Range(int64_t{0}, kMaxSteps));
+      ->check(cli::int_range(int64_t{0}, kMaxSteps));
   opt(app, train, "--lr-decay", o.lr_decay, "exponential schedule: factor per --lr-decay-epochs")
       ->check(epsilon);
   opt(app, train, "--lr-decay-epochs", o.lr_decay_epochs, "exponential schedule: epochs per decay")
@@ -187,10 +188,10 @@ void add_training_flags(CLI::App& app, TrainOptions& o) {
       ->check(cli::finite_range(0, 1e30));
   opt(app, train, "--eval-every", o.eval_every,
       "evaluate the test split every N epochs (0: only at the end; -1: never)")
-      ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
+      ->check(cli::int_range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
   opt(app, train, "--eval-batches", o.eval_batches,
       "evaluate on the first N batches of the test split (0: all of it)")
-      ->check(CLI::Range(int64_t{0}, kMaxBatch));
+      ->check(cli::int_range(int64_t{0}, kMaxBatch));
 }
 
 // Saving, resuming and fine-tuning.

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "gpipe/errors.h"
+#include "gpipe/exit_codes.h"
 
 namespace gpipe::models {
 
@@ -114,7 +115,7 @@ void add_model_flags(CLI::App& app, ModelConfig& config, const std::string& grou
     if (const auto bound = knob_bounds().find(name); bound != knob_bounds().end()) {
       const auto [low, high] = bound->second;
       option->check(std::holds_alternative<int64_t>(fallback)
-                        ? CLI::Range(static_cast<int64_t>(low), static_cast<int64_t>(high))
+                        ? int_range(static_cast<int64_t>(low), static_cast<int64_t>(high))
                         : CLI::Range(low, high));
     }
   }

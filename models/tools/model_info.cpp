@@ -56,13 +56,13 @@ void add_flags(CLI::App& app, Options& o) {
   gpipe::models::add_model_flags(app, o.config);
   app.add_option("--init-seed", o.config.init_seed, "Initialisation seed")->capture_default_str();
   app.add_option("--partitions", o.partitions, "K: pipeline stages to balance")
-      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
+      ->check(gpipe::int_range(int64_t{1}, int64_t{4096}))
       ->capture_default_str();
   app.add_option("--balance-by", o.balance_by, "Balance by")
       ->check(CLI::IsMember({"params", "time", "memory"}))
       ->capture_default_str();
   app.add_option("--batch", o.batch, "Micro-batch size profiled for --balance-by time|memory")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
+      ->check(gpipe::int_range(int64_t{1}, int64_t{1} << 24))
       ->capture_default_str();
   app.add_option("--paper-parameters", o.paper_parameters,
                  "The paper's parameter count of this configuration, to compare with")

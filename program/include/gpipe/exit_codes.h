@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
@@ -48,6 +49,26 @@ inline CLI::Validator parsed_by(std::function<void(const std::string&)> check) {
         }
       },
       std::string());
+}
+
+// A flag's integer within [low, high], both ends included, read as CLI11 reads it (strtoll,
+// base from the prefix). CLI11's Range answers a word, a fraction or an exponent with "Value x
+// not in range ..."; this says "'x' is not an integer", or "-1 is not an integer in [0, 256]".
+// --help shows "INT in [low - high]", as for CLI11's Range.
+inline CLI::Validator int_range(int64_t low, int64_t high) {
+  const std::string range = "[" + std::to_string(low) + ", " + std::to_string(high) + "]";
+  return CLI::Validator(
+      [low, high, range](std::string& text) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const long long value = std::strtoll(text.c_str(), &end, 0);
+        if (text.empty() || end != text.c_str() + text.size())
+          return "'" + printable(text) + "' is not an integer";
+        if (errno == ERANGE || value < low || value > high)
+          return text + " is not an integer in " + range;
+        return std::string();
+      },
+      "INT in [" + std::to_string(low) + " - " + std::to_string(high) + "]");
 }
 
 // What CLI11 (2.1) would take without a word, refused for every flag of `app` before its own
