@@ -100,7 +100,9 @@ struct Run {
 // `label` names the run in the log.
 Run train_or_reuse(const std::string& preset, std::vector<std::string> args, const fs::path& dir,
                    bool reuse, const std::string& label) {
-  args.insert(args.end(), {"--output-dir", dir.string(), "--progress", "log"});
+  // The table owns its runs' folders: a run that is not reused replaces the results there.
+  args.insert(args.end(),
+              {"--output-dir", dir.string(), "--overwrite-results", "--progress", "log"});
   Run run{options_for(preset, args), json()};
   if (reuse && fs::exists(dir / "summary.json")) {
     std::ifstream in(dir / "summary.json");

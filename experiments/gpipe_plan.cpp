@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <set>
@@ -28,6 +29,7 @@
 #include "common/cli.h"
 #include "common/report.h"
 #include "gpipe/errors.h"
+#include "gpipe/files.h"
 #include "gpipe/models/registry.h"
 #include "gpipe/timeline.h"
 #include "gpipe/timing.h"
@@ -333,6 +335,17 @@ int plan_and_report(const CLI::App& app, int argc, char** argv, const train::Tra
                     const PlannerOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   train::check_train_options(options);
+  check_distinct_outputs({{"--json", options.json}, {"--cache", o.cache}});
+  if (o.verify_top > 0) {
+    // A replicated plan is verified in a temporary folder: a TMPDIR that is no folder is a bad
+    // setting, named now rather than after planning.
+    std::error_code error;
+    const auto folder = std::filesystem::temp_directory_path(error);
+    GPIPE_CHECK(!error && !folder.empty(), ConfigError,
+                "--verify needs a temporary folder: ", error.message(), " (TMPDIR='",
+                printable(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : ""),
+                "'; set TMPDIR to a writable folder)");
+  }
   train::check_fits_host(*models::make_model(options.model), options);
   auto request = planner_request(options, o);
   if (app.count("--schedule") > 0) request.schedule = options.shape;  // only that schedule

@@ -24,6 +24,7 @@
 #include "common/pipeline_shape.h"
 #include "common/report.h"
 #include "gpipe/errors.h"
+#include "gpipe/files.h"
 #include "gpipe/partition.h"
 #include "gpipe/pipeline.h"
 #include "gpipe/simulator.h"
@@ -349,6 +350,9 @@ nlohmann::json trace_json(const SimulationResult& result) {
 // Simulates the step and reports it: the drawing on stderr (--draw), the JSON on stdout and in
 // --json, the timeline in --trace.
 int run_simulation(const SimOptions& o) {
+  check_distinct_outputs({{"--json", o.json_path},
+                          {"--trace", o.trace_path},
+                          {"--write-schedule", o.write_schedule_path}});
   const auto setup = make_setup(o);
   const auto schedule = setup.shape.training_schedule();
   if (!o.write_schedule_path.empty())

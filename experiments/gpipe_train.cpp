@@ -11,6 +11,8 @@
 // 1 a failure while training (a non-finite loss included; the last good snapshot is kept).
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
+
 #include "common/cli.h"
 #include "gpipe/models/model_flags.h"
 #include "gpipe/timeline.h"
@@ -49,7 +51,13 @@ int main(int argc, char** argv) {
       spdlog::info("{} steps in {:.1f} s: {:.1f} samples/s, bubble {:.3f} (last step)",
                    result.steps, result.train_seconds, result.throughput_samples_per_s,
                    result.bubble_fraction);
-      if (!trainer.options().json.empty()) {
+      // A resume of a finished run trains nothing: a summary it would write over stays as it
+      // was (one written now would say 0 samples/s), and a new one is written.
+      const auto& json_path = trainer.options().json;
+      const bool keep = trainer.options().resume && result.step_seconds.empty() &&
+                        !json_path.empty() && std::filesystem::exists(json_path);
+      if (keep) spdlog::info("the run had already finished: {} is kept as it was", json_path);
+      if (!json_path.empty() && !keep) {
         auto json = result.to_json();
         json["config"] = trainer.options().to_json();
         json["command"] = cli::command_line(argc, argv);

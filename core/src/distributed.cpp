@@ -16,8 +16,13 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <map>
 #include <set>
 #include <type_traits>
 
@@ -44,9 +49,14 @@ int env_int(const char* name, int fallback, bool required) {
     return fallback;
   }
   char* end = nullptr;
+  errno = 0;
   const long parsed = std::strtol(value, &end, 10);
-  GPIPE_CHECK(end != nullptr && *end == '\0', ConfigError, name, "='", value,
+  GPIPE_CHECK(end != nullptr && *end == '\0', ConfigError, name, "='", printable(value),
               "' is not an integer");
+  // Read strictly: 4294967296 must not wrap around to rank 0.
+  GPIPE_CHECK(errno != ERANGE && parsed >= 0 && parsed <= std::numeric_limits<int>::max(),
+              ConfigError, name, "=", value, " is not an integer in [0, ",
+              std::numeric_limits<int>::max(), "]");
   return static_cast<int>(parsed);
 }
 
@@ -155,6 +165,10 @@ Env Env::from_environment() {
   GPIPE_CHECK(addr != nullptr && *addr != '\0', ConfigError,
               "MASTER_ADDR is not set; give the address of the host that runs rank 0");
   env.master_addr = addr;
+  GPIPE_CHECK(env.master_addr.find(':') == std::string::npos, ConfigError, "MASTER_ADDR='",
+              printable(env.master_addr),
+              "' holds a ':'; give the host alone (an IPv4 address or a name) and the port in "
+              "MASTER_PORT");
   env.master_port = env_int("MASTER_PORT", 0, true);
   GPIPE_CHECK(env.world_size >= 1, ConfigError, "WORLD_SIZE=", env.world_size, " must be >= 1");
   GPIPE_CHECK(env.rank >= 0 && env.rank < env.world_size, ConfigError, "RANK=", env.rank,
@@ -162,6 +176,48 @@ Env Env::from_environment() {
   GPIPE_CHECK(env.master_port > 0 && env.master_port < 65536, ConfigError,
               "MASTER_PORT=", env.master_port, " is not a TCP port (1..65535)");
   return env;
+}
+
+void Context::check_same_settings(
+    const std::vector<std::pair<std::string, std::string>>& settings) {
+  const std::string prefix = "gpipe/settings/";
+  nlohmann::json mine = nlohmann::json::object();
+  for (const auto& [flag, value] : settings)
+    mine[flag] = value;
+  // flag -> value -> the ranks that have it ("" for a rank that lacks the flag)
+  std::map<std::string, std::map<std::string, std::vector<int>>> seen;
+  try {
+    store_->set(prefix + std::to_string(rank()), string_to_bytes(mine.dump()));
+    for (int r = 0; r < world_size(); ++r) {
+      const auto theirs = nlohmann::json::parse(
+          bytes_to_string(store_->get(prefix + std::to_string(r))), nullptr, false);
+      GPIPE_CHECK(theirs.is_object(), InternalError, "rank ", r, " published unreadable settings");
+      for (const auto& [flag, value] : mine.items())
+        seen[flag][theirs.value(flag, std::string())].push_back(r);
+    }
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(c10::str("comparing the ranks' settings failed: ", error_message(e)), {});
+  }
+  std::vector<std::string> differences;
+  for (const auto& [flag, values] : seen) {
+    if (values.size() == 1) continue;
+    std::vector<std::string> where;
+    for (const auto& [value, ranks] : values) {
+      where.push_back(c10::str(value.empty() ? "''" : value, " on rank",
+                               ranks.size() > 1 ? "s " : " ", c10::Join(",", ranks)));
+    }
+    differences.push_back(flag + ": " + c10::Join(", ", where));
+  }
+  // Nobody leaves before every rank has compared: rank 0 hosts the store the others read.
+  barrier();
+  if (differences.empty()) return;
+  if (rank() == 0) linger_for_peers();
+  throw ConfigError(
+      c10::str("the ranks were started with different settings: ", c10::Join("; ", differences),
+               ". Give every rank the same flags (only where its data and devices "
+               "are may differ)"));
 }
 
 Context::Context(const Env& env, ContextOptions options) : env_(env), options_(options) {

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "gpipe/errors.h"
+#include "gpipe/files.h"
 
 namespace gpipe {
 namespace {
@@ -128,10 +129,13 @@ void restore_state(torch::optim::Optimizer& optimizer, const torch::Tensor& p,
 // Writes `archive` to `path`. LibTorch's own file writer throws from its destructor when a write
 // fails (a full disk, a file-size limit), which ends the process; so LibTorch only ever sees a
 // sink that accepts every byte, and the first failed write is reported here with errno's reason.
-void write_archive(torch::serialize::OutputArchive& archive, const fs::path& path) {
+// Returns the file's checksum (files.h), taken from the bytes as they are written.
+std::string write_archive(torch::serialize::OutputArchive& archive, const fs::path& path) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   int error = out.good() ? 0 : (errno != 0 ? errno : EIO);
+  Checksum checksum;
   archive.save_to([&](const void* data, size_t size) -> size_t {
+    checksum.update(data, size);
     if (error == 0) {
       out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
       if (!out.good()) error = errno != 0 ? errno : EIO;
@@ -145,6 +149,7 @@ void write_archive(torch::serialize::OutputArchive& archive, const fs::path& pat
   out.close();
   GPIPE_CHECK(error == 0, Error, "cannot write snapshot shard '", path.string(),
               "': ", std::strerror(error));
+  return checksum.hex();
 }
 
 }  // namespace
@@ -157,7 +162,8 @@ std::string optimizer_kind(torch::optim::Optimizer& optimizer) {
   return "unknown";
 }
 
-void save_stage_shards(Pipeline& pipeline, const std::string& dir) {
+std::map<std::string, std::string> save_stage_shards(Pipeline& pipeline, const std::string& dir) {
+  std::map<std::string, std::string> checksums;
   const auto named = pipeline.named_parameters();
   const auto buffers = pipeline.named_buffers();
   for (const int64_t s : pipeline.local_stages()) {
@@ -195,24 +201,49 @@ void save_stage_shards(Pipeline& pipeline, const std::string& dir) {
     archive.write("names", c10::IValue(c10::List<std::string>(names)));
     for (size_t t = 0; t < tensors.size(); ++t)
       archive.write("t" + std::to_string(t), tensors[t]);
-    const auto path = fs::path(dir) / ("stage-" + std::to_string(s) + ".pt");
+    const auto file = "stage-" + std::to_string(s) + ".pt";
+    const auto path = fs::path(dir) / file;
     const auto tmp = fs::path(path.string() + ".tmp");
-    write_archive(archive, tmp);
+    checksums[file] = write_archive(archive, tmp);
     fs::rename(tmp, path);
   }
+  return checksums;
 }
 
 namespace {
 
-// Every tensor of every stage shard in `dir`, by name. Throws InputError naming a corrupt shard,
-// ConfigError for a folder without shards.
-std::map<std::string, torch::Tensor> read_shards(const std::string& dir) {
+// Throws InputError unless the shard `path` (named `file` in its folder) has the checksum the
+// manifest recorded for it; no check when `checksums` is empty (a snapshot of an older format).
+void check_shard_checksum(const fs::path& path, const std::string& file,
+                          const std::map<std::string, std::string>& checksums) {
+  if (checksums.empty()) return;
+  const auto expected = checksums.find(file);
+  GPIPE_CHECK(expected != checksums.end(), InputError, "snapshot shard '", path.string(),
+              "' is not listed in the snapshot's manifest: it was added after the snapshot was "
+              "written");
+  const auto actual = file_checksum(path.string());
+  GPIPE_CHECK(actual == expected->second, InputError, "snapshot shard '", path.string(),
+              "' does not match its checksum (manifest ", expected->second, ", file ", actual,
+              "): it was changed or damaged after it was written");
+}
+
+// Every tensor of every stage shard in `dir`, by name, each shard checked against `checksums`.
+// Throws InputError naming a corrupt, changed or missing shard, ConfigError for a folder without
+// shards.
+std::map<std::string, torch::Tensor> read_shards(
+    const std::string& dir, const std::map<std::string, std::string>& checksums) {
   std::map<std::string, torch::Tensor> saved;
   int shards = 0;
+  for (const auto& [file, sum] : checksums) {
+    GPIPE_CHECK(fs::exists(fs::path(dir) / file), InputError, "snapshot shard '",
+                (fs::path(dir) / file).string(), "' (listed in its manifest) is missing");
+  }
   for (const auto& entry : fs::directory_iterator(dir)) {
     const auto file = entry.path().filename().string();
     if (file.rfind("stage-", 0) != 0 || entry.path().extension() != ".pt") continue;
     ++shards;
+    check_input_file(entry.path().string(), "snapshot shard");
+    check_shard_checksum(entry.path(), file, checksums);
     torch::serialize::InputArchive archive;
     c10::IValue format, names;
     try {
@@ -261,12 +292,23 @@ void restore_parameter_state(Pipeline& pipeline, const std::map<std::string, tor
   }
 }
 
+// Throws InputError naming `name` when the saved floating-point tensor holds NaN or infinities:
+// such a snapshot was saved from a diverged run and cannot be resumed.
+void check_finite(const torch::Tensor& value, const char* kind, const std::string& name,
+                  const std::string& dir) {
+  if (!value.is_floating_point()) return;
+  const int64_t bad = value.numel() - torch::isfinite(value).sum().item<int64_t>();
+  GPIPE_CHECK(bad == 0, InputError, "the snapshot in '", dir, "' holds non-finite weights: ", bad,
+              " of the ", value.numel(), " values of ", kind, " '", name,
+              "' are NaN or infinite (saved from a diverged run)");
+}
+
 }  // namespace
 
 LoadReport load_stage_shards(Pipeline& pipeline, const std::string& dir,
                              const LoadOptions& options) {
   GPIPE_CHECK(fs::is_directory(dir), ConfigError, "snapshot folder '", dir, "' does not exist");
-  const auto saved = read_shards(dir);
+  const auto saved = read_shards(dir, options.checksums());
   LoadReport report;
   torch::NoGradGuard no_grad;
   // Names are "<layer index>.<name>": is this one in a layer kept as initialised?
@@ -292,6 +334,7 @@ LoadReport load_stage_shards(Pipeline& pipeline, const std::string& dir,
       report.skipped.push_back(name);
       continue;
     }
+    check_finite(it->second, "parameter", name, dir);
     p.detach().copy_(it->second);
     ++report.loaded;
     if (with_optimizer) restore_parameter_state(pipeline, saved, name, p);
@@ -311,6 +354,7 @@ LoadReport load_stage_shards(Pipeline& pipeline, const std::string& dir,
       report.skipped.push_back(name);
       continue;
     }
+    check_finite(it->second, "buffer", name, dir);
     b.detach().copy_(it->second);
     ++report.loaded;
   }

@@ -114,52 +114,8 @@ double bubble_fraction(const std::vector<TimelineEvent>& events, int64_t devices
   return 1.0 - total / static_cast<double>(devices) / span;
 }
 
-namespace {
-// `flag` begins a message when given; inside a validator the parser names the flag itself.
-std::string named(const std::string& flag, const std::string& path) {
-  return (flag.empty() ? "'" : flag + " '") + printable(path) + "'";
-}
-}  // namespace
-
-void check_output_file(const std::string& path, const std::string& flag) {
-  namespace fs = std::filesystem;
-  std::error_code error;
-  GPIPE_CHECK(!path.empty(), ConfigError, named(flag, path), ": an empty file name");
-  GPIPE_CHECK(!fs::is_directory(path, error), ConfigError, named(flag, path),
-              " is a folder; give a file name");
-  const auto parent =
-      fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
-  GPIPE_CHECK(fs::is_directory(parent, error), ConfigError, named(flag, path), ": the folder '",
-              parent.string(), "' does not exist; create it first");
-  GPIPE_CHECK(::access(parent.c_str(), W_OK) == 0, ConfigError, named(flag, path), ": the folder '",
-              parent.string(), "' is not writable");
-}
-
-void check_output_folder(const std::string& path, const std::string& flag) {
-  namespace fs = std::filesystem;
-  std::error_code error;
-  GPIPE_CHECK(!path.empty(), ConfigError, named(flag, path), ": an empty folder name");
-  auto existing = fs::absolute(fs::path(path), error);
-  while (!fs::exists(existing, error) && existing.has_parent_path() &&
-         existing.parent_path() != existing)
-    existing = existing.parent_path();
-  GPIPE_CHECK(fs::is_directory(existing, error), ConfigError, named(flag, path), ": '",
-              existing.string(), "' is not a folder");
-  GPIPE_CHECK(::access(existing.c_str(), W_OK) == 0, ConfigError, named(flag, path), ": '",
-              existing.string(), "' is not writable");
-}
-
 void write_json_file(const std::string& path, const nlohmann::json& json, int indent) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    GPIPE_CHECK(out.good(), Error, "cannot write '", tmp, "': check that the folder exists");
-    out << json.dump(indent) << "\n";
-    out.flush();
-    GPIPE_CHECK(out.good(), Error, "writing '", tmp, "' failed (disk full?)");
-  }
-  GPIPE_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, Error, "cannot rename '", tmp, "' to '",
-              path, "'");
+  write_file(path, json.dump(indent) + "\n");
 }
 
 }  // namespace gpipe

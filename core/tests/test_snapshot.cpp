@@ -2,9 +2,11 @@
 // optimizer state; a snapshot of another model or a corrupt shard is a clear error.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
+#include "gpipe/files.h"
 #include "test_util.h"
 
 namespace gpipe::testing {
@@ -176,6 +178,52 @@ TEST(Snapshot, CorruptShardNamesTheFile) {
   }
   EXPECT_THROW(load_stage_shards(saved, fresh_dir("empty")), ConfigError);
   EXPECT_THROW(load_stage_shards(saved, dir + "/missing"), ConfigError);
+}
+
+// A shard whose bytes differ from the checksum save_stage_shards returned is refused naming it,
+// whatever LibTorch would make of it; so is one the manifest does not list, or one it lists that
+// is gone. NaN weights are named as such.
+TEST(Snapshot, ChecksumsAndNonFiniteWeightsAreChecked) {
+  const auto dir = fresh_dir("checksums");
+  Pipeline saved(seeded_mlp(kOptions), PipelineOptions({3, 2}));
+  const auto checksums = save_stage_shards(saved, dir);
+  ASSERT_EQ(checksums.size(), 2u);
+  EXPECT_EQ(checksums.at("stage-0.pt"), file_checksum(dir + "/stage-0.pt"));
+  const auto checked = LoadOptions().checksums(checksums);
+  EXPECT_NO_THROW(load_stage_shards(saved, dir, checked));
+  auto message = [&](const LoadOptions& options) {
+    try {
+      load_stage_shards(saved, dir, options);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  auto changed = checksums;
+  changed["stage-1.pt"] = "0000000000000000";
+  EXPECT_NE(message(LoadOptions().checksums(changed)).find("stage-1.pt' does not match"),
+            std::string::npos);
+  changed = checksums;
+  changed.erase("stage-0.pt");
+  EXPECT_NE(message(LoadOptions().checksums(changed)).find("stage-0.pt' is not listed"),
+            std::string::npos);
+  changed = checksums;
+  changed["stage-2.pt"] = "0000000000000000";
+  EXPECT_NE(message(LoadOptions().checksums(changed)).find("stage-2.pt' (listed in its manifest)"),
+            std::string::npos);
+  {
+    torch::NoGradGuard no_grad;
+    saved.named_parameters().begin()->second.view(-1)[0] = std::nanf("");
+  }
+  const auto nan_dir = fresh_dir("nan");
+  save_stage_shards(saved, nan_dir);
+  try {
+    load_stage_shards(saved, nan_dir);
+    FAIL() << "NaN weights loaded";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("non-finite weights: 1 of the"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Snapshot, OptimizerMismatchIsAClearError) {

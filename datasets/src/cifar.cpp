@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "gpipe/datasets/errors.h"
+#include "gpipe/files.h"
 
 namespace gpipe::datasets {
 namespace {
@@ -41,8 +43,7 @@ const std::vector<std::string>& cifar100_classes() {
 
 // Non-empty lines of a names file, which must hold exactly `expected` of them.
 std::vector<std::string> read_names(const fs::path& path, int64_t expected) {
-  std::ifstream file(path);
-  GPIPE_CHECK(file.good(), DataError, "cannot open ", path.string());
+  std::istringstream file(read_data_file(path.string(), "class names file", 1 << 20));
   std::vector<std::string> names;
   std::string line;
   while (std::getline(file, line)) {

@@ -1,5 +1,6 @@
 #include "gpipe/datasets/idx.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <memory>
 
 #include "gpipe/datasets/errors.h"
+#include "gpipe/files.h"
 
 namespace gpipe::datasets {
 namespace {
@@ -53,8 +55,8 @@ uint32_t big_endian(const uint8_t* p) {
 }  // namespace
 
 IdxArray read_idx(const std::string& path) {
-  GPIPE_CHECK(std::filesystem::is_regular_file(path), DataError, "IDX file ", path,
-              " does not exist");
+  GPIPE_CHECK(std::filesystem::exists(path), DataError, "IDX file ", path, " does not exist");
+  check_input_file(path, "IDX file");  // a FIFO would block gzopen
   GzFile file(gzopen(path.c_str(), "rb"));
   GPIPE_CHECK(file != nullptr, DataError, "cannot open IDX file ", path);
   gzbuffer(file.get(), 1 << 17);
@@ -92,6 +94,19 @@ IdxArray read_idx(const std::string& path) {
                 "): a corrupt header");
   }
   const int64_t header = 4 + 4 * ndims;
+  // Checked against the file before allocating: deflate expands at most 1032-fold, so a header
+  // claiming more than the file can hold is corrupt (a gzip bomb's ends in std::bad_alloc
+  // otherwise), and one past this machine's memory cannot be loaded.
+  const auto stored = static_cast<int64_t>(std::filesystem::file_size(path));
+  GPIPE_CHECK(elements <= (stored + 64) * 1032, DataError, "IDX file ", path,
+              " is truncated or its header corrupt: dimensions ", c10::IntArrayRef(array.dims),
+              " need ", elements, " data bytes after the ", header,
+              "-byte header, but the file ends at offset ", stored,
+              " and cannot hold them even compressed");
+  const auto memory = static_cast<int64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGE_SIZE);
+  GPIPE_CHECK(memory <= 0 || elements <= memory / 2, DataError, "IDX file ", path, " declares ",
+              elements, " bytes of data (dimensions ", c10::IntArrayRef(array.dims),
+              "), more than half of this machine's ", memory, " bytes of memory");
   // Read in chunks so that a corrupt header claiming gigabytes fails at the end of the file
   // instead of allocating them up front.
   constexpr int64_t kChunk = int64_t{64} << 20;

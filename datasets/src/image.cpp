@@ -2,23 +2,21 @@
 
 #include <fstream>
 
+#include "gpipe/files.h"
+
 #include "gpipe/datasets/errors.h"
 
 namespace gpipe::datasets {
 
 std::vector<uint8_t> read_file_bytes(const std::string& path) {
-  std::ifstream file(path, std::ios::binary | std::ios::ate);
-  if (!file) throw BadImageError(c10::str("cannot open image file ", path), path);
-  const std::streamoff size = file.tellg();
-  if (size < 0) throw BadImageError(c10::str("cannot read the size of ", path), path);
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  file.seekg(0);
-  if (size > 0 && !file.read(reinterpret_cast<char*>(bytes.data()), size)) {
-    throw BadImageError(c10::str("cannot read image file ", path, ": read stopped at byte ",
-                                 file.gcount(), " of ", size),
-                        path);
+  // Only a regular file: a FIFO or a device among the images would block or never end.
+  std::string text;
+  try {
+    text = read_file(path, "image file", int64_t{1} << 30);
+  } catch (const InputError& e) {
+    throw BadImageError(e.what(), path);
   }
-  return bytes;
+  return std::vector<uint8_t>(text.begin(), text.end());
 }
 
 HwcImage read_image(const std::string& path, bool grayscale) {

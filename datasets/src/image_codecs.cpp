@@ -108,6 +108,27 @@ bool image_codecs_available() {
   return kCodecs;
 }
 
+namespace {
+
+// Whether a JPEG (`jpeg`) or PNG ends as a whole file does: JPEG's last bytes, past padding
+// (0x00, 0xFF, whitespace), are the end-of-image marker FF D9; PNG's last chunk, IEND, is 12
+// bytes from the end (padding past it allowed).
+bool ends_complete(const std::vector<uint8_t>& bytes, bool jpeg) {
+  size_t end = bytes.size();
+  auto padding = [](uint8_t b) {
+    return b == 0x00 || b == 0xFF || b == '\r' || b == '\n' || b == ' ';
+  };
+  while (end > 0 && padding(bytes[end - 1]))
+    --end;
+  if (jpeg) return end >= 2 && bytes[end - 1] == 0xD9 && bytes[end - 2] == 0xFF;
+  static const uint8_t kIend[] = {'I', 'E', 'N', 'D'};
+  const size_t from = bytes.size() > 64 ? bytes.size() - 64 : 0;
+  return std::search(bytes.begin() + static_cast<std::ptrdiff_t>(from), bytes.end(),
+                     std::begin(kIend), std::end(kIend)) != bytes.end();
+}
+
+}  // namespace
+
 HwcImage decode_image(const std::vector<uint8_t>& bytes, const std::string& name, bool grayscale) {
   if (bytes.empty())
     throw BadImageError(c10::str("image file ", name, " is empty (0 bytes)"), name);
@@ -120,6 +141,14 @@ HwcImage decode_image(const std::vector<uint8_t>& bytes, const std::string& name
     throw BadImageError(c10::str("cannot decode image ", name, " (", bytes.size(),
                                  " bytes): it does not start as a JPEG or a PNG does"),
                         name);
+  }
+  // A file cut short decodes partly (OpenCV fills the rest grey with only a warning): it must
+  // end as its format does, with JPEG's end-of-image marker or PNG's IEND chunk.
+  if (!ends_complete(bytes, jpeg)) {
+    throw BadImageError(
+        c10::str("cannot decode image ", name, " (", bytes.size(), " bytes): it is truncated (",
+                 jpeg ? "no JPEG end-of-image marker FF D9" : "no PNG IEND chunk", " at its end)"),
+        name);
   }
   HwcImage decoded = decode_bytes(bytes, name, grayscale);
   if (decoded.empty()) {

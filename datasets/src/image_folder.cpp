@@ -9,6 +9,7 @@
 
 #include "gpipe/datasets/errors.h"
 #include "gpipe/datasets/image.h"
+#include "gpipe/files.h"
 
 namespace gpipe::datasets {
 namespace {
@@ -147,8 +148,7 @@ void ImageFolder::add_class_folders(const std::string& dir, bool require_all) {
 }
 
 void ImageFolder::add_flat_folder(const std::string& dir, const std::string& labels_file) {
-  std::ifstream file(labels_file);
-  GPIPE_CHECK(file.good(), DataError, "cannot open labels file ", labels_file);
+  std::istringstream file(read_data_file(labels_file, "labels file", int64_t{1} << 28));
   const auto paths = image_files(dir);
   GPIPE_CHECK(!paths.empty(), DataError, "ImageNet val folder ", dir,
               " has no class folders and no .JPEG, .jpg or .png files");

@@ -43,7 +43,8 @@ TEST(Image, GrayscaleDecodeHasOneChannel) {
 TEST(Image, MissingEmptyAndUndecodableFilesNameTheFile) {
   GPIPE_REQUIRE_IMAGE_CODECS();
   TempDir dir;
-  expect_error<BadImageError>([&] { read_image(dir / "none.JPEG"); }, {"none.JPEG", "cannot open"});
+  expect_error<BadImageError>([&] { read_image(dir / "none.JPEG"); },
+                              {"none.JPEG", "cannot be read"});
   write_bytes(dir / "empty.JPEG", {});
   expect_error<BadImageError>([&] { read_image(dir / "empty.JPEG"); }, {"empty.JPEG", "0 bytes"});
   write_bytes(dir / "text.JPEG", {'n', 'o', 't', ' ', 'a', 'n', ' ', 'i', 'm', 'a', 'g', 'e'});

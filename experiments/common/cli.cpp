@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "gpipe/errors.h"
+#include "gpipe/files.h"
 
 namespace gpipe::cli {
 namespace {
@@ -99,8 +100,10 @@ std::vector<std::string> parse_strings(const std::string& text, char separator) 
 void check_config_file(const CLI::App& app, const std::string& path) {
   GPIPE_CHECK(!path.empty(), ConfigError,
               "--config: an empty file name (CLI11 would read no file); give a TOML file of flags");
-  std::ifstream in(path);
-  if (!in) return;  // CLI11 names a file it cannot read
+  std::error_code missing;
+  if (!std::filesystem::exists(path, missing)) return;  // CLI11 names a file it cannot find
+  // A FIFO or a device is refused here, before CLI11 would block reading it.
+  std::istringstream in(read_file(path, "--config", 1 << 24));
   auto trim = [](std::string text) {
     const auto first = text.find_first_not_of(" \t\r");
     const auto last = text.find_last_not_of(" \t\r");

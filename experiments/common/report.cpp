@@ -11,6 +11,7 @@
 
 #include "common/cli.h"
 #include "gpipe/errors.h"
+#include "gpipe/files.h"
 
 namespace gpipe {
 
@@ -150,16 +151,7 @@ void write_text_file(const std::string& path, const std::string& text) {
     std::filesystem::create_directories(target.parent_path(), error);
     GPIPE_CHECK(!error, Error, "cannot create the folder of '", path, "': ", error.message());
   }
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    GPIPE_CHECK(out.good(), Error, "cannot write '", tmp, "'");
-    out << text;
-    out.flush();
-    GPIPE_CHECK(out.good(), Error, "writing '", tmp, "' failed (disk full?)");
-  }
-  GPIPE_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, Error, "cannot rename '", tmp, "' to '",
-              path, "'");
+  write_file(path, text);
 }
 
 }  // namespace gpipe

@@ -1,6 +1,7 @@
 #include "plan/cost_book.h"
 
 #include <spdlog/spdlog.h>
+#include <torch/version.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 
 #include "gpipe/distributed.h"
 #include "gpipe/errors.h"
+#include "gpipe/files.h"
 #include "gpipe/memory.h"
 #include "gpipe/run_parallel.h"
 #include "gpipe/timeline.h"
@@ -88,22 +90,82 @@ MicrobatchCosts from_json(const nlohmann::json& j, int64_t microbatch) {
   j.at("loss_forward_ms").get_to(l.loss_forward_ms);
   j.at("loss_backward_ms").get_to(l.loss_backward_ms);
   j.at("input_bytes").get_to(c.input_bytes);
+  // A time or size below 0, or not finite, was never measured.
+  const std::pair<const char*, const std::vector<double>*> lists[] = {
+      {"forward_ms", &l.forward_ms},
+      {"no_grad_forward_ms", &l.no_grad_forward_ms},
+      {"recompute_ms", &l.recompute_ms},
+      {"backward_ms", &l.backward_ms},
+      {"weight_ms", &l.weight_ms},
+      {"fused_backward_ms", &l.fused_backward_ms},
+      {"update_ms", &l.update_ms},
+      {"output_bytes", &l.output_bytes},
+      {"parameter_bytes", &l.parameter_bytes},
+      {"activation_bytes", &l.activation_bytes},
+      {"backward_bytes", &l.backward_bytes},
+      {"weight_bytes", &l.weight_bytes}};
+  for (const auto& [name, values] : lists) {
+    for (const double value : *values) {
+      GPIPE_CHECK(std::isfinite(value) && value >= 0, InputError, name, " holds ", value,
+                  ", which no measurement gives");
+    }
+  }
+  for (const double value : {l.loss_forward_ms, l.loss_backward_ms, c.input_bytes}) {
+    GPIPE_CHECK(std::isfinite(value) && value >= 0, InputError, "a loss time or input size of ",
+                value, ", which no measurement gives");
+  }
   return c;
 }
 
+// The format of a cost cache file: a JSON object of entries, one per model, machine and
+// LibTorch, each carrying its fingerprint.
+constexpr const char* kCacheFormat = "gpipe-cost-cache-v2";
+
+// The cost cache at `path` ({} when there is none yet). A file that is not one (not a regular
+// file, not a JSON object of that format) is refused with ConfigError naming it: it is never
+// written over.
 nlohmann::json read_cache(const std::string& path) {
-  if (path.empty() || !std::filesystem::exists(path)) return nlohmann::json::object();
-  std::ifstream in(path);
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    spdlog::warn("ignoring the unreadable cost cache {} ({}); measuring again", path,
-                 error_message(e));
-    return nlohmann::json::object();
+  if (path.empty() || !std::filesystem::exists(path)) return {{"format", kCacheFormat}};
+  const auto text = read_file(path, "--cache", int64_t{1} << 28);
+  auto cache = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // A cache of the format before fingerprints: an object of entries that each hold "costs".
+  // Kept as a cache (its entries, without fingerprints, are measured again).
+  const bool older = cache.is_object() && !cache.contains("format") && !cache.empty() &&
+                     std::all_of(cache.begin(), cache.end(), [](const nlohmann::json& entry) {
+                       return entry.is_object() && entry.contains("costs");
+                     });
+  if (older) {
+    spdlog::warn("'{}' is a cost cache of an older format: its entries are measured again",
+                 printable(path));
+    cache["format"] = kCacheFormat;
   }
+  GPIPE_CHECK(cache.is_object() && cache.value("format", "") == kCacheFormat, ConfigError,
+              "--cache '", printable(path), "' is not a gpipe cost cache (",
+              cache.is_discarded() ? "not JSON"
+              : cache.is_object()  ? "no \"format\": \"" + std::string(kCacheFormat) + "\""
+                                   : "JSON but not an object",
+              "); it is left alone: give a new file name, or delete it");
+  return cache;
+}
+
+// The fingerprint of a cache entry measured for `key` (the model, machine, LibTorch and device):
+// a checksum of the key and the entry's contents, so an entry moved under another key, or
+// edited, no longer matches.
+std::string entry_fingerprint(const std::string& key, nlohmann::json entry) {
+  entry.erase("fingerprint");
+  Checksum checksum;
+  const auto text = key + "\n" + entry.dump();
+  checksum.update(text.data(), text.size());
+  return checksum.hex();
 }
 
 }  // namespace
+
+void seal_cost_cache(nlohmann::json& cache) {
+  for (auto& [key, entry] : cache.items()) {
+    if (entry.is_object()) entry["fingerprint"] = entry_fingerprint(key, entry);
+  }
+}
 
 CostBook::CostBook(models::ModelConfig model, Pipeline::OptimizerFactory optimizer,
                    std::string cache, uint64_t seed, std::vector<std::string> devices)
@@ -116,12 +178,18 @@ CostBook::CostBook(models::ModelConfig model, Pipeline::OptimizerFactory optimiz
   num_layers_ = models::make_model(model_)->num_layers();
   key_ = nlohmann::json{{"model", models::to_json(model_)},
                         {"machine", machine()},
+                        {"libtorch", TORCH_VERSION},
                         {"devices", devices_.empty() ? "cpu" : devices_.front()}}
              .dump();
   const auto cache_json = read_cache(cache_path_);
   if (!cache_json.contains(key_)) return;
   try {
     const auto& entries = cache_json.at(key_);
+    GPIPE_CHECK(
+        entries.is_object() && entries.value("fingerprint", "") == entry_fingerprint(key_, entries),
+        InputError,
+        "its fingerprint does not match: it was measured for another model or machine, "
+        "or edited");
     if (entries.contains("state_slots")) state_slots_ = entries.at("state_slots").get<int64_t>();
     if (entries.contains("calibration"))
       calibration_ = costs::Calibrations::from_json(entries.at("calibration"));
@@ -133,8 +201,8 @@ CostBook::CostBook(models::ModelConfig model, Pipeline::OptimizerFactory optimiz
       costs_[{micro, threads}] = from_json(value, micro);
     }
   } catch (const std::exception& e) {
-    spdlog::warn("ignoring the cost cache {} for this model ({}); measuring again", cache_path_,
-                 error_message(e));
+    spdlog::warn("ignoring the entry of the cost cache '{}' for this model ({}); measuring again",
+                 printable(cache_path_), error_message(e));
     costs_.clear();
     calibration_ = {};
     allreduce_.clear();
@@ -282,6 +350,7 @@ void CostBook::save() const {
   entries["allreduce"] = allreduce_;
   for (const auto& [shape, costs] : costs_)
     entries["costs"][entry_name(shape.first, shape.second)] = to_json(costs);
+  entries["fingerprint"] = entry_fingerprint(key_, entries);
   cache_json[key_] = entries;
   const auto parent = std::filesystem::path(cache_path_).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);

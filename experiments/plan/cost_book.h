@@ -12,6 +12,8 @@
 // width's gradient all-reduce timed.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -30,6 +32,11 @@ struct MicrobatchCosts {
   costs::LayerCosts layers;
   double input_bytes = 0;  // one micro-batch of the model's input
 };
+
+// Writes each entry's fingerprint anew into `cache` (a cost cache file's JSON): for a tool or a
+// test that edits a cache on purpose. A CostBook ignores an entry whose fingerprint does not
+// match its model, machine, LibTorch and contents.
+void seal_cost_cache(nlohmann::json& cache);
 
 class CostBook {
  public:

@@ -25,10 +25,19 @@ PlanRequest cpu_request(int64_t cores, int64_t batch) {
   return request;
 }
 
+// The entry of the only model in a cost cache's JSON (beside its "format").
+nlohmann::json& model_entry(nlohmann::json& cache) {
+  for (auto& [key, value] : cache.items()) {
+    if (value.is_object()) return value;
+  }
+  throw std::runtime_error("no model in the cache: " + cache.dump());
+}
+
 // One section ("calibration", "allreduce", ...) of the only model in a cost cache file.
 nlohmann::json cache_section(const std::filesystem::path& path, const std::string& section) {
   std::ifstream in(path);
-  return nlohmann::json::parse(in).begin().value().at(section);
+  auto cache = nlohmann::json::parse(in);
+  return model_entry(cache).at(section);
 }
 
 TEST(Plan, CandidateShapesCoverTheSpaceAndOnlyIt) {
@@ -134,6 +143,55 @@ TEST_F(PlanSearch, TheCostCacheMeasuresEachShapeOnce) {
   std::filesystem::remove(path);
 }
 
+// A cache proves what it holds: an entry moved under another model's key (the stale cache of the
+// hostile-input report: width-64 costs keyed for width 2048) or edited is measured again, and a
+// file that is not a cache is refused and left as it was.
+TEST_F(PlanSearch, TheCostCacheIgnoresForeignEntriesAndNeverOverwritesOtherFiles) {
+  const auto path = std::filesystem::temp_directory_path() / "gpipe_plan_foreign_test.json";
+  std::filesystem::remove(path);
+  CostBook small(mlp(), sgd(), path.string());
+  small.at(2, 1);
+  nlohmann::json cache;
+  std::ifstream(path) >> cache;
+  auto wide = mlp();
+  wide.mlp().width(48);
+  {
+    CostBook probe(wide, sgd(), path.string());  // learns the key: measures and saves
+    probe.at(2, 1);
+  }
+  nlohmann::json both;
+  std::ifstream(path) >> both;
+  // The wide model's key now holds the small model's entry.
+  std::string small_key, wide_key;
+  for (auto& [key, value] : both.items()) {
+    if (!value.is_object()) continue;
+    (cache.contains(key) ? small_key : wide_key) = key;
+  }
+  ASSERT_FALSE(small_key.empty());
+  ASSERT_FALSE(wide_key.empty());
+  both[wide_key] = both[small_key];
+  std::ofstream(path) << both.dump();
+  CostBook moved(wide, sgd(), path.string());
+  moved.at(2, 1);
+  EXPECT_EQ(moved.measured(), 1) << "an entry of another model was trusted";
+  // An edited cost (below 0) fails the fingerprint; sealed anew, the value check refuses it.
+  std::ifstream(path) >> both;
+  both[small_key]["costs"]["2x1"]["forward_ms"][0] = -1.0;
+  seal_cost_cache(both);
+  std::ofstream(path) << both.dump();
+  CostBook negative(mlp(), sgd(), path.string());
+  negative.at(2, 1);
+  EXPECT_EQ(negative.measured(), 1) << "a negative cost was trusted";
+  std::filesystem::remove(path);
+  // Notes are not a cache: refused, and never written over.
+  std::ofstream(path) << "my notes\n";
+  EXPECT_THROW(CostBook(mlp(), sgd(), path.string()), ConfigError);
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "my notes\n");
+  std::filesystem::remove(path);
+}
+
 // A data-parallel plan's calibration runs its replicas at once on devices of their own and is
 // kept per (micro-batch, threads, K, M, R); M stays within the plan's.
 TEST_F(PlanSearch, CalibrationRunsEachReplicaCountOnceAndIsCached) {
@@ -192,7 +250,8 @@ TEST_F(PlanSearch, CalibrationsInRoundsGiveTheirMedianAndAreCached) {
   // A cache written before rounds: one number.
   nlohmann::json cache;
   std::ifstream(path) >> cache;
-  cache.begin().value()["calibration"][name] = 1.25;
+  model_entry(cache)["calibration"][name] = 1.25;
+  seal_cost_cache(cache);
   std::ofstream(path) << cache.dump();
   CostBook old(mlp(), sgd(), path.string());
   EXPECT_EQ(old.calibration(2, 1, 1, 1, 4), 1.25);

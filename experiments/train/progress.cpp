@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
 #include <vector>
 
 #include "gpipe/errors.h"
+#include "gpipe/files.h"
 
 namespace gpipe::train {
 namespace {
@@ -107,28 +109,22 @@ MetricsLog::MetricsLog(const std::string& path, int64_t resume_step) {
   const auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
   if (resume_step >= 0 && std::filesystem::exists(path)) {
-    std::vector<std::string> kept;
-    std::ifstream in(path);
+    std::string kept;
+    std::istringstream in(read_file(path, "--metrics"));
     std::string line;
     while (std::getline(in, line)) {
       const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
       if (j.is_discarded()) continue;  // a torn last line of a killed run
-      if (j.value("step", int64_t{0}) <= resume_step) kept.push_back(line);
+      if (j.value("step", int64_t{0}) <= resume_step) kept += line + "\n";
     }
-    std::ofstream rewrite(path, std::ios::trunc);
-    for (const auto& k : kept)
-      rewrite << k << "\n";
-  } else if (resume_step < 0) {
-    std::ofstream truncate(path, std::ios::trunc);
+    write_file(path, kept);
   }
-  out_.open(path, std::ios::app);
-  GPIPE_CHECK(out_.good(), Error, "cannot write metrics to '", path, "'");
+  out_ = AppendFile(path, /*truncate=*/resume_step < 0);
 }
 
 void MetricsLog::write(const nlohmann::json& line) {
   if (!out_.is_open()) return;
-  out_ << line.dump() << "\n";
-  out_.flush();
+  out_.write(line.dump() + "\n");
 }
 
 }  // namespace gpipe::train

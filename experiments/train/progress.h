@@ -10,8 +10,9 @@
 
 #include <chrono>
 #include <deque>
-#include <fstream>
 #include <string>
+
+#include "gpipe/files.h"
 
 namespace gpipe::train {
 
@@ -42,12 +43,14 @@ class MetricsLog {
  public:
   MetricsLog() = default;
   // Opens `path` for appending; with `resume_step` >= 0 first drops the lines of steps after it.
+  // A path that is not a regular file, and a write that fails (a full disk), throw Error naming
+  // it (files.h).
   MetricsLog(const std::string& path, int64_t resume_step);
   void write(const nlohmann::json& line);
   bool enabled() const { return out_.is_open(); }
 
  private:
-  std::ofstream out_;
+  AppendFile out_;
 };
 
 }  // namespace gpipe::train

@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -14,7 +16,9 @@
 
 #include "gpipe/errors.h"
 #include "gpipe/fault_injection.h"
+#include "gpipe/files.h"
 #include "gpipe/timeline.h"
+#include "train/train_options.h"
 
 namespace gpipe::train {
 namespace {
@@ -22,6 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 constexpr const char* kManifest = "manifest.json";
 constexpr const char* kLatest = "latest";
+constexpr const char* kLock = ".lock";  // held by the run that writes the folder (FileLock)
 
 std::string folder_name(int64_t step) {
   char name[32];
@@ -35,6 +40,8 @@ bool is_snapshot_name(const std::string& name) {
   return std::regex_match(name, pattern);
 }
 
+}  // namespace
+
 std::string new_run_id() {
   std::random_device device;
   std::uniform_int_distribution<uint64_t> draw;
@@ -43,10 +50,40 @@ std::string new_run_id() {
   return id;
 }
 
-// The manifest of the snapshot folder `dir`, or null when it does not parse.
+namespace {
+
+// The step a snapshot folder's name gives ("step-00000012" -> 12); -1 for another name.
+int64_t step_of(const fs::path& folder) {
+  const auto name = folder.filename().string();
+  if (!is_snapshot_name(name)) return -1;
+  errno = 0;
+  const auto step = std::strtoll(name.c_str() + 5, nullptr, 10);
+  return errno == 0 ? step : -1;
+}
+
+// Newest first, by step number (a name sorts wrongly past 8 digits).
+void sort_newest_first(std::vector<fs::path>& folders) {
+  std::sort(folders.begin(), folders.end(),
+            [](const fs::path& a, const fs::path& b) { return step_of(a) > step_of(b); });
+}
+
+// The manifest of the snapshot folder `dir`, or a discarded value when it does not parse. A
+// manifest that is not a regular file (a FIFO) throws InputError naming it.
 nlohmann::json read_manifest(const fs::path& dir) {
-  std::ifstream in(dir / kManifest);
-  return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const auto text = read_file((dir / kManifest).string(), "snapshot manifest", 1 << 28);
+  return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
+// The snapshot `latest` in `dir` names, or "" when there is no `latest`. Throws InputError when
+// it is not a regular file.
+std::string read_latest(const fs::path& dir) {
+  const auto path = dir / kLatest;
+  std::error_code error;
+  if (!fs::exists(fs::symlink_status(path, error))) return "";
+  auto name = read_file(path.string(), "the snapshot folder's 'latest'", 4096);
+  while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back())))
+    name.pop_back();
+  return name;
 }
 
 // "model mlp, seed 0, step 6" from a snapshot's manifest, for messages; "?" for what it lacks.
@@ -61,16 +98,6 @@ std::string describe_run(const nlohmann::json& m) {
                   field(m, "step"));
 }
 
-void write_text_atomically(const fs::path& path, const std::string& text) {
-  const auto tmp = fs::path(path.string() + ".tmp");
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    GPIPE_CHECK(out.good(), Error, "cannot write '", tmp.string(), "'");
-  }
-  fs::rename(tmp, path);
-}
-
 // Every field of a manifest that is read later, with its type: a manifest that parses but lacks
 // one is as corrupt as one that does not parse (found by fuzz_snapshot).
 void check_manifest(const nlohmann::json& m, const std::string& path) {
@@ -83,7 +110,11 @@ void check_manifest(const nlohmann::json& m, const std::string& path) {
                   [](const nlohmann::json& x) { return x.is_number(); }) &&
       m.contains("run") && m["run"].is_object() && m["run"].contains("model") &&
       m["run"]["model"].is_object() && m["run"]["model"].contains("name") &&
-      m["run"]["model"]["name"].is_string() && (!m.contains("run_id") || m["run_id"].is_string());
+      m["run"]["model"]["name"].is_string() && (!m.contains("run_id") || m["run_id"].is_string()) &&
+      (!m.contains("shards") ||
+       (m["shards"].is_object() &&
+        std::all_of(m["shards"].begin(), m["shards"].end(),
+                    [](const nlohmann::json& x) { return x.is_string(); })));
   GPIPE_CHECK(valid, InputError, "'", path, "' is corrupt or not a gpipe snapshot manifest");
   for (const char* key : {"step", "epoch", "batch"}) {
     GPIPE_CHECK(m[key].get<int64_t>() >= 0, InputError, "'", path, "' is corrupt: its ", key,
@@ -122,6 +153,12 @@ SnapshotManager::SnapshotManager(std::string dir, int64_t keep, FolderUse use, W
   std::error_code error;
   fs::create_directories(dir_, error);
   GPIPE_CHECK(fs::is_directory(dir_), ConfigError, "cannot create snapshot folder '", dir_, "'");
+  // One writer per folder for the whole run: a second run would interleave its snapshots with
+  // this one's, and the pruning of each would delete the other's chain.
+  if (world_.rank() == 0) {
+    lock_ = std::make_unique<FileLock>((fs::path(dir_) / kLock).string(),
+                                       "--snapshot-dir '" + dir_ + "'");
+  }
   // A process that died while saving left a half-written folder: it was never complete, so it
   // can go.
   if (world_.rank() == 0) {
@@ -131,6 +168,8 @@ SnapshotManager::SnapshotManager(std::string dir, int64_t keep, FolderUse use, W
           name.substr(name.size() - 4) == ".tmp") {
         spdlog::warn("removing {}: a snapshot whose writing never finished", e.path().string());
         fs::remove_all(e.path());
+      } else if (name.rfind(std::string(kLatest) + ".tmp.", 0) == 0) {
+        fs::remove(e.path());  // a `latest` whose writing never finished (files.h's write_file)
       }
     }
   }
@@ -180,8 +219,9 @@ std::string SnapshotManager::write(Pipeline& pipeline, const RunPosition& positi
     fs::create_directories(tmp_dir);
   }
   world_.barrier();
+  ShardChecksums checksums;
   if (world_.replica() == 0) {
-    save_stage_shards(pipeline, tmp_dir.string());
+    checksums = save_stage_shards(pipeline, tmp_dir.string());
     if (fault_injected("crash-during-save")) {
       spdlog::error("fault injection: dying in the middle of writing {}", tmp_dir.string());
       std::_Exit(137);
@@ -205,10 +245,18 @@ std::string SnapshotManager::write(Pipeline& pipeline, const RunPosition& positi
                           ? optimizer_kind(pipeline.optimizer(pipeline.local_stages().front()))
                           : "none"},
         {"run", run}};
+    // Every shard's checksum: this process's from the bytes it wrote, the other ranks' (in a
+    // distributed run) read back from the folder once they are all written.
+    for (const auto& e : fs::directory_iterator(tmp_dir)) {
+      const auto file = e.path().filename().string();
+      if (file.rfind("stage-", 0) == 0 && e.path().extension() == ".pt" && !checksums.count(file))
+        checksums[file] = file_checksum(e.path().string());
+    }
+    manifest["shards"] = checksums;
     write_json_file((tmp_dir / kManifest).string(), manifest);
     fs::remove_all(final_dir);
     fs::rename(tmp_dir, final_dir);
-    write_text_atomically(fs::path(dir_) / kLatest, folder_name(position.step) + "\n");
+    write_file((fs::path(dir_) / kLatest).string(), folder_name(position.step) + "\n");
     prune();
   }
   world_.barrier();
@@ -220,26 +268,31 @@ void SnapshotManager::prune() const {
   for (const auto& e : fs::directory_iterator(dir_)) {
     const auto name = e.path().filename().string();
     if (!e.is_directory() || !is_snapshot_name(name)) continue;
-    const auto manifest = read_manifest(e.path());
+    nlohmann::json manifest;
+    try {
+      manifest = read_manifest(e.path());
+    } catch (const InputError&) {
+      continue;  // not a readable manifest: not provably this run's, so left alone
+    }
     if (manifest.is_object() && manifest.value("run_id", "") == run_id_) own.push_back(e.path());
   }
-  std::sort(own.begin(), own.end());
-  for (size_t i = 0; i + keep_ < own.size(); ++i)
+  sort_newest_first(own);
+  for (size_t i = static_cast<size_t>(keep_); i < own.size(); ++i)
     fs::remove_all(own[i]);
 }
 
 std::vector<std::string> SnapshotManager::candidates() const {
   std::vector<std::string> found;
   if (const auto newest = latest()) found.push_back(*newest);
-  std::vector<std::string> complete;
+  std::vector<fs::path> complete;
   for (const auto& e : fs::directory_iterator(dir_)) {
     const auto name = e.path().filename().string();
     if (e.is_directory() && is_snapshot_name(name) && fs::exists(e.path() / kManifest))
-      complete.push_back(e.path().string());
+      complete.push_back(e.path());
   }
-  std::sort(complete.rbegin(), complete.rend());
+  sort_newest_first(complete);
   for (const auto& path : complete) {
-    if (found.empty() || path != found.front()) found.push_back(path);
+    if (found.empty() || path.string() != found.front()) found.push_back(path.string());
   }
   return found;
 }
@@ -252,6 +305,9 @@ nlohmann::json SnapshotManager::resume(Pipeline& pipeline, const nlohmann::json&
   std::vector<std::string> unusable, reasons;
   for (const auto& path : found) {
     try {
+      // The settings a resume keeps are compared before any weight is loaded.
+      const auto saved = read_manifest(path);
+      if (saved.is_object()) check_resume_settings(saved.value("run", nlohmann::json()), run, path);
       auto manifest = load(pipeline, path, LoadOptions(), run);
       if (!unusable.empty()) {
         spdlog::warn("resuming from {}, the newest valid snapshot, instead of the unusable {}",
@@ -276,9 +332,8 @@ nlohmann::json SnapshotManager::resume(Pipeline& pipeline, const nlohmann::json&
 }
 
 std::optional<std::string> SnapshotManager::latest() const {
-  std::ifstream in(fs::path(dir_) / kLatest);
-  std::string name;
-  if (!(in >> name) || !is_snapshot_name(name)) return std::nullopt;
+  const auto name = read_latest(dir_);
+  if (!is_snapshot_name(name)) return std::nullopt;
   const auto path = fs::path(dir_) / name;
   if (!fs::exists(path / kManifest)) return std::nullopt;
   return path.string();
@@ -287,9 +342,8 @@ std::optional<std::string> SnapshotManager::latest() const {
 std::string SnapshotManager::resolve(const std::string& path) {
   GPIPE_CHECK(fs::exists(path), ConfigError, "snapshot '", path, "' does not exist");
   if (fs::exists(fs::path(path) / kManifest)) return path;
-  std::ifstream in(fs::path(path) / kLatest);
-  std::string name;
-  GPIPE_CHECK(static_cast<bool>(in >> name), ConfigError, "'", path,
+  const auto name = read_latest(path);
+  GPIPE_CHECK(!name.empty(), ConfigError, "'", path,
               "' is neither a snapshot (no manifest.json) nor a snapshot folder (no latest)");
   GPIPE_CHECK(is_snapshot_name(name), InputError, "'", path, "/latest' names '", name,
               "', which is not a snapshot of this folder (step- and 8 or more digits)");
@@ -306,7 +360,9 @@ nlohmann::json SnapshotManager::load(Pipeline& pipeline, const std::string& path
   const auto manifest = read_manifest(dir);
   check_manifest(manifest, (fs::path(dir) / kManifest).string());
   check_same_model(manifest, run, dir, options.skip_mismatched_shapes());
-  const auto loaded = load_stage_shards(pipeline, dir, options);
+  auto checked = options;
+  if (manifest.contains("shards")) checked.checksums(manifest["shards"].get<ShardChecksums>());
+  const auto loaded = load_stage_shards(pipeline, dir, checked);
   if (report != nullptr) *report = loaded;
   return manifest;
 }

@@ -11,6 +11,11 @@
 // A folder belongs to one run. Every manifest carries the run's id (drawn when the run starts,
 // kept by a resume); a run that does not resume refuses a folder holding another run's
 // snapshots unless told to overwrite them, and pruning removes only the run's own snapshots.
+// While a run lives it holds the folder's lock (`.lock`, files.h's FileLock): a second run on
+// the same folder, even a resume of the same run, is refused naming the holder's PID. Newest and
+// oldest are by step number. The manifest records every shard's checksum; a shard that does not
+// match it, and a snapshot holding NaN or infinite weights, are unusable (resume falls back to
+// an older one with a warning naming it).
 // Two runs writing into one folder once interleaved their steps: `latest` named a folder the
 // other had pruned, and a resume continued the wrong run.
 #pragma once
@@ -22,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "gpipe/files.h"
 #include "gpipe/pipeline.h"
 #include "gpipe/snapshot.h"
 #include "gpipe/world.h"
@@ -36,6 +42,9 @@ struct RunPosition {
   std::vector<double> losses;
 };
 
+// A new run's id: 16 hex digits, drawn at random.
+std::string new_run_id();
+
 // How a run takes its snapshot folder.
 enum class FolderUse {
   kFresh,      // a new run: the folder must hold no complete snapshot
@@ -47,7 +56,8 @@ class SnapshotManager {
  public:
   // `world`: the run's processes (single_process_world() in-process); rank 0 keeps the folder,
   // replica 0's ranks write their stages' shards. Throws ConfigError naming the run found
-  // there when `use` is kFresh and the folder holds a complete snapshot.
+  // there when `use` is kFresh and the folder holds a complete snapshot, and naming the PID of
+  // the process holding the folder's lock when another run writes it.
   SnapshotManager(std::string dir, int64_t keep, FolderUse use, World& world);
 
   // Saves `pipeline` at `position`; `run` (the run's configuration) goes into the manifest.
@@ -70,6 +80,8 @@ class SnapshotManager {
                              LoadReport* report = nullptr);
   // A snapshot folder from a folder that is one, or holds `latest`.
   static std::string resolve(const std::string& path);
+  // The run's id: drawn anew, or the resumed snapshot's.
+  const std::string& run_id() const { return run_id_; }
 
  private:
   std::string write(Pipeline& pipeline, const RunPosition& position, const nlohmann::json& run,
@@ -81,7 +93,8 @@ class SnapshotManager {
   std::string dir_;
   int64_t keep_;
   World& world_;
-  std::string run_id_;  // written into every manifest; a resume takes the snapshot's
+  std::string run_id_;              // written into every manifest; a resume takes the snapshot's
+  std::unique_ptr<FileLock> lock_;  // rank 0's hold on the folder, for the whole run
 };
 
 }  // namespace gpipe::train

@@ -13,6 +13,7 @@
 #include "gpipe/device.h"
 #include "gpipe/errors.h"
 #include "gpipe/models/model_flags.h"
+#include "gpipe/models/registry.h"
 #include "gpipe/schedule.h"
 #include "gpipe/stage.h"
 #include "train/snapshot_manager.h"
@@ -58,7 +59,105 @@ nlohmann::json TrainOptions::to_json() const {
       {"lr_schedule", lr_schedule},
       {"warmup_steps", warmup_steps},
       {"grad_clip", grad_clip},
+      {"settings",
+       [this] {
+         nlohmann::json out = nlohmann::json::object();
+         for (const auto& setting : settings_of(*this))
+           if (setting.kept_by_resume) out[setting.flag] = setting.value;
+         return out;
+       }()},
   };
+}
+
+namespace {
+// A value as a setting shows it: text as it is, numbers as JSON writes them (17 digits at most,
+// and the same text for the same double on every rank).
+std::string setting_text(const nlohmann::json& value) {
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+}  // namespace
+
+std::vector<Setting> settings_of(const TrainOptions& o) {
+  std::vector<Setting> out;
+  auto add = [&out](std::string flag, const nlohmann::json& value, bool kept) {
+    out.push_back({std::move(flag), setting_text(value), kept});
+  };
+  for (const auto& [key, value] : models::to_json(o.model).items())
+    add(key == "name" ? "--model" : models::knob_flag(key), value, true);
+  const auto& opt = o.optimizer;
+  const std::pair<const char*, nlohmann::json> kept[] = {
+      {"--dataset", o.dataset},
+      {"--class-subset", o.class_subset},
+      {"--augment", o.augment},
+      {"--cutout", o.cutout},
+      {"--batch-size", o.batch_size},
+      {"--seed", o.seed},
+      {"--optimizer", opt.name()},
+      {"--lr", opt.lr()},
+      {"--momentum", opt.momentum()},
+      {"--nesterov", opt.nesterov()},
+      {"--weight-decay", opt.weight_decay()},
+      {"--rmsprop-decay", opt.rmsprop_decay()},
+      {"--rmsprop-eps", opt.rmsprop_eps()},
+      {"--adam-beta1", opt.adam_beta1()},
+      {"--adam-beta2", opt.adam_beta2()},
+      {"--adam-eps", opt.adam_eps()},
+      {"--label-smoothing", o.label_smoothing},
+      {"--lr-schedule", o.lr_schedule},
+      {"--warmup-steps", o.warmup_steps},
+      {"--lr-decay", o.lr_decay},
+      {"--lr-decay-epochs", o.lr_decay_epochs},
+      {"--min-lr", o.min_lr},
+      {"--grad-clip", o.grad_clip},
+      {"--sync-batchnorm", o.sync_batchnorm},
+  };
+  for (const auto& [flag, value] : kept)
+    add(flag, value, true);
+  const std::pair<const char*, nlohmann::json> layout[] = {
+      {"--epochs", o.epochs},
+      {"--skip-bad", o.skip_bad},
+      {"--steps", o.steps},
+      {"--partitions", o.shape.K},
+      {"--balance", c10::Join(",", o.shape.balance)},
+      {"--stage-balance", c10::Join(",", o.shape.stage_balance)},
+      {"--chunks", o.shape.M},
+      {"--schedule", o.shape.schedule_name()},
+      {"--virtual-stages", o.shape.v},
+      {"--checkpoint", to_string(o.shape.checkpoint)},
+      {"--bucket-mb", o.bucket_mb},
+      {"--comm-timeout", o.comm_timeout},
+      {"--eval-every", o.eval_every},
+      {"--eval-batches", o.eval_batches},
+      {"--eval-batch-size", o.eval_batch_size},
+      {"--save-every", o.save_every},
+      {"--keep-snapshots", o.keep_snapshots},
+      {"--resume", o.resume},
+  };
+  for (const auto& [flag, value] : layout)
+    add(flag, value, false);
+  return out;
+}
+
+void check_resume_settings(const nlohmann::json& saved, const nlohmann::json& run,
+                           const std::string& path) {
+  const auto before = saved.is_object() ? saved.value("settings", nlohmann::json()) : nullptr;
+  const auto now = run.is_object() ? run.value("settings", nlohmann::json()) : nullptr;
+  if (!before.is_object() || !now.is_object()) return;
+  auto shown = [](const nlohmann::json& value) {
+    const auto text = setting_text(value);
+    return text.empty() ? std::string("''") : printable(text);
+  };
+  std::vector<std::string> differences;
+  for (const auto& [flag, value] : now.items()) {
+    if (!before.contains(flag) || before[flag] == value) continue;
+    differences.push_back(
+        c10::str(flag, " ", shown(value), " (the snapshot's: ", shown(before[flag]), ")"));
+  }
+  GPIPE_CHECK(differences.empty(), ConfigError, "--resume: this run differs from the snapshot ",
+              path, " in ", c10::Join(", ", differences),
+              "; resume with the snapshot's settings, or start a new run from its weights with "
+              "--finetune-from (a resume may change only ",
+              kResumeMayChange, ")");
 }
 
 namespace {
@@ -201,7 +300,11 @@ void add_snapshot_flags(CLI::App& app, TrainOptions& o) {
       ->check(cli::output_folder());
   opt(app, ckpt, "--save-every", o.save_every, "save every N steps (0: at the end only)")
       ->check(CLI::NonNegativeNumber);
-  app.add_flag("--resume", o.resume, "continue from the latest snapshot in --snapshot-dir")
+  app.add_flag("--resume", o.resume,
+               std::string("continue from the latest snapshot in --snapshot-dir; the model, data, "
+                           "optimizer, learning-rate schedule, seed and batch size must be the "
+                           "snapshot's (checked), while ") +
+                   kResumeMayChange + " may change")
       ->group(ckpt);
   app.add_flag("--overwrite-snapshots", o.overwrite_snapshots,
                "start a new run in a --snapshot-dir that holds another run's snapshots, deleting "
@@ -221,6 +324,10 @@ void add_output_flags(CLI::App& app, TrainOptions& o) {
   opt(app, out, "--output-dir", o.output_dir,
       "write metrics.jsonl, summary.json and trace.json here")
       ->check(cli::output_folder());
+  app.add_flag("--overwrite-results", o.overwrite_results,
+               "start a new run in an --output-dir that holds another run's results, deleting "
+               "them (without it such a folder is refused; a --resume appends to its own run's)")
+      ->group(out);
   opt(app, out, "--metrics", o.metrics, "JSON lines of per-step and per-evaluation metrics")
       ->check(cli::output_file());
   opt(app, out, "--trace", o.trace, "Chrome trace of the last step")->check(cli::output_file());

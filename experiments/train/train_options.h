@@ -80,7 +80,8 @@ struct TrainOptions {
   int64_t keep_snapshots = 2;
 
   // Outputs.
-  std::string output_dir;  // metrics.jsonl, summary.json, trace.json unless given apart
+  std::string output_dir;          // metrics.jsonl, summary.json, trace.json unless given apart
+  bool overwrite_results = false;  // a new run replaces another run's results in output_dir
   std::string metrics;
   std::string trace;
   std::string json;
@@ -88,9 +89,34 @@ struct TrainOptions {
   std::string progress = "auto";  // auto | bar | log | off
   std::string log_level = "info";
 
-  // Everything above, for manifests and summaries.
+  // Everything above, for manifests and summaries; "settings" holds settings_of()'s, by flag.
   nlohmann::json to_json() const;
 };
+
+// A setting that two processes of one run, or a run and the snapshot it resumes, must agree on:
+// its flag and its value. The checks that compare runs (a resume against its snapshot's
+// manifest, the ranks of a distributed run at rendezvous) read this one list, so what must
+// match is said once. Where a process's data and devices are, its threads and its outputs are
+// its own and are not listed.
+struct Setting {
+  std::string flag;  // "--lr", "--layers"
+  std::string value;
+  // A resume keeps it: the model, the data and its order, the optimizer, the learning-rate
+  // schedule and the seed. The others lay the run out (its length, K, M, schedule, balance,
+  // re-materialisation, evaluation and saving): every rank must agree on them, and a resume may
+  // change them on purpose (a snapshot loads at any K; a run is extended by more --steps).
+  bool kept_by_resume = true;
+};
+std::vector<Setting> settings_of(const TrainOptions& options);
+// What --help says a resume may change.
+inline constexpr const char* kResumeMayChange =
+    "--steps, --epochs, --skip-bad, -K, --balance, --stage-balance, --chunks, --schedule, "
+    "--virtual-stages, --checkpoint, --devices, the threads, evaluation, saving and outputs";
+// Throws ConfigError naming each setting a resume must keep whose value in `run` (this run's
+// to_json()) differs from the one in `saved` (the "run" of the snapshot `path`'s manifest);
+// nothing to compare for a snapshot that recorded no settings.
+void check_resume_settings(const nlohmann::json& saved, const nlohmann::json& run,
+                           const std::string& path);
 
 // Declares every option's flag on `app`. The flags that shape the pipeline (K, balance, M,
 // schedule, v, checkpoint, devices, threads) form the group kPipelineGroup and --plan and

@@ -11,6 +11,10 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <future>
+#include <memory>
+#include <thread>
 
 #include "common/cli.h"
 #include "common/report.h"
@@ -61,6 +65,68 @@ void check_fits_host(const models::ModelBuilder& builder, const TrainOptions& o)
               "; choose a smaller batch or smaller inputs");
 }
 
+namespace {
+
+// Joins the other ranks within the timeout (plus 2 s), every phase counted: connecting to the
+// store, registering, building the process groups. c10d's own waits do not all honour the
+// timeout: a client of a port another server holds waited 30-60 s at --comm-timeout 3, and a
+// stranger's half-sent query stalls the store rank 0 hosts. Past the deadline this rank says
+// why and exits 1: the thread stuck inside c10d cannot be stopped, so its process is.
+// The rank this process is, for stop_on_lost_connection (a terminate handler takes no argument).
+int terminating_rank = -1;
+
+// LibTorch's own threads (the TCPStore client's listener in 1.13) throw on a connection reset
+// when rank 0, which hosts the store, is gone, and nothing can catch it there: std::terminate
+// then aborted the rank (exit 134) with "terminate called ... Connection reset by peer". This
+// handler turns that into the exit 1 of a lost rank, naming it.
+[[noreturn]] void stop_on_lost_connection() {
+  std::string what = "an unknown exception";
+  if (const auto error = std::current_exception()) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      what = error_message(e);
+    } catch (...) {
+    }
+  }
+  std::fprintf(stderr,
+               "rank %d stops: a thread of LibTorch's distributed engine failed (%s): rank 0, "
+               "which hosts the rendezvous store, or a peer was lost\n",
+               terminating_rank, what.c_str());
+  std::fflush(stderr);
+  std::_Exit(cli::kExitFailure);
+}
+
+std::unique_ptr<distributed::Context> meet_ranks(const distributed::Env& env,
+                                                 const distributed::ContextOptions& options) {
+  terminating_rank = env.rank;
+  std::set_terminate(stop_on_lost_connection);
+  using Meeting = std::promise<std::unique_ptr<distributed::Context>>;
+  auto meeting = std::make_shared<Meeting>();
+  auto met = meeting->get_future();
+  std::thread joiner([meeting, env, options] {
+    try {
+      meeting->set_value(std::make_unique<distributed::Context>(env, options));
+    } catch (...) {
+      meeting->set_exception(std::current_exception());
+    }
+  });
+  const auto seconds = std::chrono::duration<double>(options.timeout()).count();
+  if (met.wait_for(options.timeout() + std::chrono::seconds(2)) != std::future_status::ready) {
+    spdlog::error(
+        "rank {} could not meet the other ranks at {}:{} within --comm-timeout {} s: the store "
+        "there did not answer as a rendezvous store does, or not all {} ranks arrived (does "
+        "another program listen on MASTER_PORT? are all ranks started?)",
+        env.rank, printable(env.master_addr), env.master_port, seconds, env.world_size);
+    spdlog::default_logger()->flush();
+    std::_Exit(cli::kExitFailure);
+  }
+  joiner.join();
+  return met.get();
+}
+
+}  // namespace
+
 Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   auto& o = options_;
   check_train_options(o);
@@ -98,10 +164,53 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
     snapshots_ = std::make_unique<SnapshotManager>(o.snapshot_dir, o.keep_snapshots, use, *world_);
   }
   restore();
+  run_id_ = snapshots_ != nullptr ? snapshots_->run_id() : new_run_id();
+  if (reports()) claim_output_dir();
+}
+
+namespace {
+// What marks a folder as a run's results: the trainer's outputs, what
+// experiments/run_amoebanet.sh writes beside them, and kOwnerFile.
+constexpr const char* kOwnerFile = ".gpipe-run";  // the id of the run whose results these are
+constexpr const char* kResultFiles[] = {"metrics.jsonl", "summary.json", "trace.json",
+                                        "RUN.md",        "COMMAND",      kOwnerFile};
+}  // namespace
+
+void Trainer::claim_output_dir() {
+  const auto& o = options_;
+  if (o.output_dir.empty()) return;
+  const auto dir = std::filesystem::path(o.output_dir);
+  std::error_code error;
+  std::vector<std::string> found;
+  for (const char* name : kResultFiles) {
+    if (std::filesystem::exists(std::filesystem::symlink_status(dir / name, error))) {
+      found.push_back(name);
+    }
+  }
+  std::string owner;
+  if (std::filesystem::exists(dir / kOwnerFile)) {
+    owner = read_file((dir / kOwnerFile).string(), "--output-dir's run id", 4096);
+    while (!owner.empty() && std::isspace(static_cast<unsigned char>(owner.back())))
+      owner.pop_back();
+  }
+  const bool own = o.resume && !owner.empty() && owner == run_id_;
+  if (!found.empty() && !own) {
+    GPIPE_CHECK(o.overwrite_results, ConfigError, "--output-dir '", o.output_dir,
+                "' holds the results of another run (", c10::Join(", ", found),
+                owner.empty() ? std::string() : "; run " + owner,
+                "); choose another --output-dir, or pass --overwrite-results to replace them",
+                o.resume ? " (a --resume appends only to the results of the run it resumes)" : "");
+    spdlog::warn("--overwrite-results: deleting {} in {}", c10::Join(", ", found), o.output_dir);
+    for (const auto& name : found)
+      std::filesystem::remove(dir / name);
+  }
+  write_file((dir / kOwnerFile).string(), run_id_ + "\n");
 }
 
 void Trainer::resolve_outputs() {
   auto& o = options_;
+  GPIPE_CHECK(!o.overwrite_results || !o.output_dir.empty(), ConfigError,
+              "--overwrite-results needs --output-dir (the folder whose results it replaces)");
   if (!o.output_dir.empty()) {
     std::error_code error;
     std::filesystem::create_directories(o.output_dir, error);
@@ -117,6 +226,7 @@ void Trainer::resolve_outputs() {
         {"--trace", o.trace}}) {
     if (!path.empty()) cli::check_output_file(path, flag);
   }
+  check_distinct_outputs({{"--metrics", o.metrics}, {"--json", o.json}, {"--trace", o.trace}});
 }
 
 void Trainer::join_world(PipelineOptions pipe_options, const LossFn& loss) {
@@ -127,11 +237,20 @@ void Trainer::join_world(PipelineOptions pipe_options, const LossFn& loss) {
   // write fails with EPIPE and becomes a DistributedError (every Python process, PyTorch's
   // workers included, ignores SIGPIPE from its start).
   std::signal(SIGPIPE, SIG_IGN);
-  context_ = std::make_unique<distributed::Context>(
+  context_ = meet_ranks(
       env, distributed::ContextOptions(shape_.K)
                .timeout(std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout * 1000)))
                .sync_batchnorm(o.sync_batchnorm));
   world_ = context_.get();
+  {
+    // Every rank must train the same run: compare the settings (with the balance as resolved).
+    auto resolved = o;
+    resolved.shape = shape_;
+    std::vector<std::pair<std::string, std::string>> settings;
+    for (const auto& setting : settings_of(resolved))
+      settings.emplace_back(setting.flag, setting.value);
+    context_->check_same_settings(settings);
+  }
   // A peer's failure ends this process too, with the lost rank named.
   const int rank = env.rank;
   auto* context = context_.get();

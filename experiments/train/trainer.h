@@ -95,6 +95,10 @@ class Trainer {
   void restore();
   // Creates --output-dir and names the outputs it holds; checks every output path.
   void resolve_outputs();
+  // Takes --output-dir for this run (its run id in kOwnerFile): refuses a folder holding another
+  // run's results unless --overwrite-results (which deletes them); a resume of the run whose
+  // results it holds appends to them.
+  void claim_output_dir();
   // Distributed: joins the world, shards the data and builds this rank's stage.
   void join_world(PipelineOptions pipe_options, const LossFn& loss);
   struct RunLog;
@@ -121,6 +125,7 @@ class Trainer {
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<SnapshotManager> snapshots_;
   RunPosition position_;
+  std::string run_id_;  // the snapshots' run id, or drawn for a run without snapshots
 };
 
 }  // namespace gpipe::train

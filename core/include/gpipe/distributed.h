@@ -129,6 +129,13 @@ class Context : public StepCollectives, public World {
   c10d::ProcessGroup& data_parallel_group() { return *data_parallel_; }
   c10d::ProcessGroup& world_group() { return *world_; }
 
+  // Before the first step: every rank publishes its `settings` (flag, value) in the store and
+  // compares them with every other rank's. Where any differs, every rank throws the same
+  // ConfigError naming each such setting with its value on each rank ("--balance: 2,2 on rank
+  // 0, 1,3 on rank 1"), within the timeout: ranks started with different flags would otherwise
+  // train a model that none of them describes.
+  void check_same_settings(const std::vector<std::pair<std::string, std::string>>& settings);
+
   // Called (once, from the watchdog thread) when another rank declared a failure. The default
   // only records it: blocked transport calls then throw. A driver may log and exit instead.
   void set_abort_handler(std::function<void(const std::string&)> handler);

@@ -10,6 +10,7 @@
 
 #include <torch/torch.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,10 +18,14 @@
 
 namespace gpipe {
 
+// Each shard's checksum (files.h), by file name ("stage-0.pt").
+using ShardChecksums = std::map<std::string, std::string>;
+
 // Writes each local stage of `pipeline` to `dir/stage-<s>.pt` (the folder must exist): its
 // parameters, buffers, and, when the stage has an optimizer, that optimizer's per-parameter
-// state. Each file is written to a temporary name and renamed.
-void save_stage_shards(Pipeline& pipeline, const std::string& dir);
+// state. Each file is written to a temporary name and renamed. Returns each file's checksum
+// (files.h) by file name, for the snapshot's manifest.
+ShardChecksums save_stage_shards(Pipeline& pipeline, const std::string& dir);
 
 struct LoadOptions {
   // Restore optimizer state too (false for fine-tuning).
@@ -31,6 +36,9 @@ struct LoadOptions {
   // Global layer indices whose parameters and buffers stay as initialised whatever the snapshot
   // holds (fine-tuning's new, randomly initialised classifier head).
   TORCH_ARG(std::vector<int64_t>, fresh_layers) = {};
+  // The checksum of every shard by file name, as save_stage_shards returned them: a shard that
+  // differs, is missing, or is not listed is refused. Empty: no check (an older snapshot).
+  TORCH_ARG(ShardChecksums, checksums) = {};
 };
 
 struct LoadReport {
@@ -39,8 +47,9 @@ struct LoadReport {
 };
 
 // Reads every `stage-*.pt` in `dir` and restores the local stages' tensors by name. Throws
-// InputError naming the file for a corrupt shard, and ConfigError naming the parameter when the
-// snapshot lacks one of ours or holds it with another shape (another model).
+// InputError naming the file for a corrupt shard or one that fails its checksum, naming the
+// tensor for NaN or infinite weights, and ConfigError naming the parameter when the snapshot
+// lacks one of ours or holds it with another shape (another model).
 LoadReport load_stage_shards(Pipeline& pipeline, const std::string& dir,
                              const LoadOptions& options = {});
 

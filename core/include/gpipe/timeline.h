@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "gpipe/files.h"
+
 namespace gpipe {
 
 struct TimelineEvent {
@@ -65,16 +67,8 @@ double span_us(const std::vector<TimelineEvent>& events);
 // 1 - mean(busy) / span; 0 for an empty list.
 double bubble_fraction(const std::vector<TimelineEvent>& events, int64_t devices);
 
-// Writes `json` to `path` through a temporary file and a rename, so a reader never sees a
-// half-written file. Throws Error naming the path on failure.
+// Writes `json` to `path` with write_file (files.h): through a temporary file and a rename, every
+// failure an Error naming the file.
 void write_json_file(const std::string& path, const nlohmann::json& json, int indent = 2);
-// Checks, before any work, that a file can be written at `path` (given by `flag`): not empty,
-// not a folder, its folder exists and is writable. Throws ConfigError naming the flag, the path
-// and the fix: a run must not train for an hour and then fail to write its result. Inside a
-// command-line validator `flag` is empty (the parser names the flag itself).
-void check_output_file(const std::string& path, const std::string& flag);
-// Checks that the folder `path` exists or can be created: its nearest existing ancestor is a
-// writable folder.
-void check_output_folder(const std::string& path, const std::string& flag);
 
 }  // namespace gpipe

@@ -10,10 +10,17 @@
 
 #include <CLI/CLI.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <iostream>
 #include <optional>
@@ -119,10 +126,55 @@ inline void check_flag_values(CLI::App& app) {
   }
 }
 
+namespace detail {
+inline bool& standard_output_was_closed() {
+  static bool closed = false;
+  return closed;
+}
+
+// At exit: output that standard output did not take is a failure, as coreutils treat it.
+inline void check_standard_output_at_exit() {
+  std::cout.flush();
+  const bool flushed = std::fflush(stdout) == 0;
+  const int error = errno;
+  struct stat status {};
+  const bool lost_to_closed =
+      standard_output_was_closed() && ::fstat(1, &status) == 0 && status.st_size > 0;
+  if (flushed && !std::ferror(stdout) && std::cout.good() && !lost_to_closed) return;
+  const char* why = lost_to_closed ? "it is closed"
+                    : !flushed     ? std::strerror(error)
+                                   : "a write failed (is its reader gone?)";
+  std::fprintf(stderr, "cannot write standard output: %s; its output was lost\n", why);
+  std::fflush(stderr);
+  ::_exit(kExitFailure);
+}
+}  // namespace detail
+
+// Makes a lost standard output a failure (exit 1 with one line on stderr) instead of a silent
+// success: a write to a pipe whose reader left (`| head -1`) fails with EPIPE instead of killing
+// the program (SIGPIPE is ignored), so every output file is still written; a standard output
+// closed at the start (`>&-`) is held by an unlinked temporary file, so that no output file the
+// program opens takes its descriptor, and what was printed into it counts as lost. Checked at
+// exit. Called once by parse_command_line.
+inline void guard_standard_output() {
+  static bool guarded = false;
+  if (guarded) return;
+  guarded = true;
+  std::signal(SIGPIPE, SIG_IGN);
+  if (::fcntl(1, F_GETFD) < 0 && errno == EBADF) {
+    if (std::FILE* held = std::tmpfile()) {
+      ::dup2(::fileno(held), 1);
+      detail::standard_output_was_closed() = true;
+    }
+  }
+  std::atexit(detail::check_standard_output_at_exit);
+}
+
 // Parses the command line into `app`. Returns nothing when the program should go on, otherwise
 // the code to exit with: kExitOk after --help (printed), kExitBadInput after a bad flag or value,
 // reported as one line on stderr that names it and points to --help.
 inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
+  guard_standard_output();
   try {
     check_flag_values(app);
     app.parse(argc, argv);

@@ -6,10 +6,12 @@
 // (gpipe::ConfigError) and from a single undecodable image that it may choose to skip.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 
 #include "gpipe/errors.h"
+#include "gpipe/files.h"
 
 namespace gpipe::datasets {
 
@@ -39,5 +41,18 @@ class ImageCodecsUnavailableError : public ConfigError {
  public:
   using ConfigError::ConfigError;
 };
+
+// files.h's read_file for a data set's own files (labels, class names): what it refuses (a FIFO,
+// a device, a folder, a missing file) is a DataError naming the file.
+inline std::string read_data_file(const std::string& path, const std::string& what,
+                                  int64_t max_bytes) {
+  try {
+    return read_file(path, what, max_bytes);
+  } catch (const DataError&) {
+    throw;
+  } catch (const InputError& e) {
+    throw DataError(e.what());
+  }
+}
 
 }  // namespace gpipe::datasets
