@@ -174,6 +174,15 @@ CASES = [
          " --memory-per-device 1GiB --cache notes.txt --top 1", 2,
          ["'notes.txt' is not a gpipe cost cache"], setup="echo 'my notes' >notes.txt",
          check="[[ $(cat notes.txt) == 'my notes' ]]", limit=30),
+    case("fifos", "cache_of_a_list", "$BIN/gpipe_plan " + MLP.replace("--progress off ", "") +
+         " --memory-per-device 1GiB --cache c.json --top 1", 2,
+         ["'c.json' is not a gpipe cost cache (JSON but not an object)"],
+         setup="echo '[1,2,3]' >c.json", check="[[ $(cat c.json) == '[1,2,3]' ]]", limit=30,
+         note="it ended in a raw JSON-library error after planning"),
+    case("paths", "tmpdir_missing", "TMPDIR=$PWD/none $BIN/gpipe_plan " +
+         MLP.replace("--progress off ", "") + " --memory-per-device 1GiB --top 1 --verify 1", 2,
+         ["--verify needs a temporary folder", "set TMPDIR"], limit=30,
+         note="it failed in temp_directory_path after planning"),
     # --- snapshots: one writer, checksummed shards, settings kept --------------------------
     case("snapshots", "two_resumes_on_one_folder", r"""
 cp -r ck alone
@@ -306,6 +315,20 @@ def last_line(text):
     return lines[-1] if lines else ""
 
 
+def telling_line(text, needles):
+    """The stderr line that tells what happened: the first holding an expected text, else the
+    last error or warning, else the last line."""
+    lines = [l for l in text.strip().splitlines() if l.strip()]
+    for needle in needles:
+        for line in lines:
+            if needle in line:
+                return line
+    for line in reversed(lines):
+        if "error" in line or "warn" in line or "terminate" in line:
+            return line
+    return lines[-1] if lines else ""
+
+
 def run_case(c, bin_dir):
     work = tempfile.mkdtemp(prefix="gpipe_stateful_")
     env = dict(os.environ, BIN=bin_dir, TRAIN=f"{bin_dir}/gpipe_train {MLP}",
@@ -335,7 +358,8 @@ def run_case(c, bin_dir):
                      "stderr": last_line(stderr), "seconds": c["limit"]})
         r = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
         seconds = time.monotonic() - start
-        seen = {"exit": r.returncode, "stderr": last_line(r.stderr), "seconds": round(seconds, 1)}
+        seen = {"exit": r.returncode, "stderr": telling_line(r.stderr, c["stderr"]),
+                "seconds": round(seconds, 1)}
         if r.returncode != c["code"]:
             problems.append(f"exit {r.returncode}, expected {c['code']}")
         for needle in c["stderr"]:
