@@ -67,11 +67,12 @@ void check_fits_host(const models::ModelBuilder& builder, const TrainOptions& o)
 
 namespace {
 
-// Joins the other ranks within the timeout (plus 2 s), every phase counted: connecting to the
-// store, registering, building the process groups. c10d's own waits do not all honour the
-// timeout: a client of a port another server holds waited 30-60 s at --comm-timeout 3, and a
-// stranger's half-sent query stalls the store rank 0 hosts. Past the deadline this rank says
-// why and exits 1: the thread stuck inside c10d cannot be stopped, so its process is.
+// Joins the other ranks within the timeout, every phase counted: connecting to the store,
+// registering, building the process groups. c10d's own waits do not all honour the timeout (a
+// client of a port another server holds waited 30-60 s at --comm-timeout 3, and a stranger's
+// half-sent query stalls the store rank 0 hosts), and each of its phases may take the whole
+// timeout. At the deadline this rank says why and exits 1: the thread stuck inside c10d cannot
+// be stopped, so its process is.
 // The rank this process is, for stop_on_lost_connection (a terminate handler takes no argument).
 int terminating_rank = -1;
 
@@ -112,12 +113,12 @@ std::unique_ptr<distributed::Context> meet_ranks(const distributed::Env& env,
     }
   });
   const auto seconds = std::chrono::duration<double>(options.timeout()).count();
-  if (met.wait_for(options.timeout() + std::chrono::seconds(2)) != std::future_status::ready) {
+  if (met.wait_for(options.timeout()) != std::future_status::ready) {
     spdlog::error(
-        "rank {} could not meet the other ranks at {}:{} within --comm-timeout {} s: the store "
-        "there did not answer as a rendezvous store does, or not all {} ranks arrived (does "
-        "another program listen on MASTER_PORT? are all ranks started?)",
-        env.rank, printable(env.master_addr), env.master_port, seconds, env.world_size);
+        "rank {} cannot reach the master at {}:{} and meet the other ranks of WORLD_SIZE={} "
+        "within --comm-timeout {} s (is rank 0 running? are all ranks started? does another "
+        "program listen on MASTER_PORT, or hold the store?)",
+        env.rank, printable(env.master_addr), env.master_port, env.world_size, seconds);
     spdlog::default_logger()->flush();
     std::_Exit(cli::kExitFailure);
   }
