@@ -262,7 +262,8 @@ wait $p0; c0=$?; wait $p1; c1=$?
 cat r0.err r1.err >&2
 echo "rank 0 exit $c0, rank 1 exit $c1" >&2
 [[ $c0 -le 1 && $c1 -le 1 ]] || exit 3
-exit $(( c0 | c1 ))""", 1, ["and meet the other ranks", "rank 0 exit 1, rank 1 exit 1"],
+exit $(( c0 | c1 ))""", 1, ["rank 0 cannot host the rendezvous store at",
+                              "rank 0 exit 1, rank 1 exit 1"],
          limit=12, note="a client holding a half-sent query stalls c10d's store: every rank exits 1 "
                         "at --comm-timeout 4, none aborts"),
     case("ranks", "rank_wraps_around",

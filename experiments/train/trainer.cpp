@@ -115,10 +115,11 @@ std::unique_ptr<distributed::Context> meet_ranks(const distributed::Env& env,
   const auto seconds = std::chrono::duration<double>(options.timeout()).count();
   if (met.wait_for(options.timeout()) != std::future_status::ready) {
     spdlog::error(
-        "rank {} cannot reach the master at {}:{} and meet the other ranks of WORLD_SIZE={} "
-        "within --comm-timeout {} s (is rank 0 running? are all ranks started? does another "
-        "program listen on MASTER_PORT, or hold the store?)",
-        env.rank, printable(env.master_addr), env.master_port, env.world_size, seconds);
+        "rank {} cannot {} at {}:{} and meet the other ranks of WORLD_SIZE={} within "
+        "--comm-timeout {} s (is rank 0 running? are all ranks started? does another program "
+        "listen on MASTER_PORT, or hold the store?)",
+        env.rank, env.rank == 0 ? "host the rendezvous store" : "reach the master",
+        printable(env.master_addr), env.master_port, env.world_size, seconds);
     spdlog::default_logger()->flush();
     std::_Exit(cli::kExitFailure);
   }
