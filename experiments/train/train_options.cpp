@@ -82,7 +82,9 @@ std::vector<Setting> settings_of(const TrainOptions& o) {
   auto add = [&out](std::string flag, const nlohmann::json& value, bool kept) {
     out.push_back({std::move(flag), setting_text(value), kept});
   };
-  for (const auto& [key, value] : models::to_json(o.model).items())
+  // Held here: a range over items() of a temporary would outlive the object (ASan found it).
+  const auto model = models::to_json(o.model);
+  for (const auto& [key, value] : model.items())
     add(key == "name" ? "--model" : models::knob_flag(key), value, true);
   const auto& opt = o.optimizer;
   const std::pair<const char*, nlohmann::json> kept[] = {
