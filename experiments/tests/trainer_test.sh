@@ -183,7 +183,8 @@ case "$case_name" in
       --resume >/dev/null 2>run.log
     status=$?
     [[ $status -eq 2 ]] || fail "expected exit 2, got $status"
-    grep -q "filters=16" run.log || fail "the message does not name the mismatch: $(tail -1 run.log)"
+    grep -qF -- "--filters 32 (the snapshot's: 16)" run.log ||
+      fail "the message does not name the mismatch: $(tail -1 run.log)"
     ;;
   corrupt_snapshot)
     train --balance 5,4 --steps 1 --snapshot-dir ck >/dev/null 2>&1 || fail "first run"
