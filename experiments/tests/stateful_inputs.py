@@ -156,6 +156,11 @@ CASES = [
          ["is a FIFO"], setup="mkdir -p data/train/n01 data/val && mkfifo l.txt && "
                                "printf 'x' >data/val/a.JPEG && printf 'x' >data/train/n01/a.JPEG",
          limit=20),
+    case("fifos", "cifar_records_fifo", "$BIN/dataset_info --dataset cifar10 --data-dir c", 2,
+         ["CIFAR file 'c/cifar-10-batches-bin/data_batch_1.bin' is a FIFO"],
+         setup="mkdir -p c/cifar-10-batches-bin && for f in data_batch_1 data_batch_2 "
+               "data_batch_3 data_batch_4 data_batch_5 test_batch; do "
+               "mkfifo c/cifar-10-batches-bin/$f.bin; done", limit=20),
     case("fifos", "manifest_fifo", "$TRAIN --steps 3 --snapshot-dir ck --resume", 0,
          ["snapshot manifest", "is a FIFO", "resumed from ck/step-00000001 "],
          setup=TWO_SNAPSHOTS + " && rm ck/step-00000002/manifest.json && "

@@ -42,11 +42,16 @@ class ImageCodecsUnavailableError : public ConfigError {
   using ConfigError::ConfigError;
 };
 
-// files.h's read_file for a data set's own files (labels, class names): what it refuses (a FIFO,
-// a device, a folder, a missing file) is a DataError naming the file.
+// files.h's read_file for a data set's own files (labels, class names, records): what it refuses
+// (a FIFO, a device, a folder, a missing file) is a DataError naming the file. `check_only`:
+// only files.h's check_input_file, for a file read by other means (returns "").
 inline std::string read_data_file(const std::string& path, const std::string& what,
-                                  int64_t max_bytes) {
+                                  int64_t max_bytes, bool check_only = false) {
   try {
+    if (check_only) {
+      check_input_file(path, what);
+      return std::string();
+    }
     return read_file(path, what, max_bytes);
   } catch (const DataError&) {
     throw;
