@@ -86,7 +86,7 @@ CifarSource::CifarSource(const std::string& dir, Split split, int64_t num_classe
     const auto path = (folder / name).string();
     GPIPE_CHECK(fs::exists(path), DataError, "CIFAR-", num_classes, " file ", path,
                 " does not exist");
-    read_data_file(path, "CIFAR file", 0, /*check_only=*/true);  // a regular file, not a FIFO
+    check_data_file(path, "CIFAR file");  // a regular file, not a FIFO
     const auto bytes = static_cast<int64_t>(fs::file_size(path));
     GPIPE_CHECK(bytes > 0, DataError, "CIFAR-", num_classes, " file ", path, " is empty");
     GPIPE_CHECK(bytes % record == 0, DataError, "CIFAR-", num_classes, " file ", path,

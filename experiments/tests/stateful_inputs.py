@@ -107,6 +107,9 @@ PY
 trap 'kill $stranger_pid 2>/dev/null' EXIT
 """
 
+# gpipe_plan on the same MLP within a budget every plan fits.
+PLAN = "$BIN/gpipe_plan " + MLP.replace("--progress off ", "") + " --memory-per-device 1GiB"
+
 CASES = [
     # --- paths: what a run writes must be a new name or a regular file -----------------------
     case("paths", "json_char_device", "$TRAIN --steps 1 --json dev", 2,
@@ -172,20 +175,16 @@ CASES = [
     case("fifos", "latest_fifo", "$TRAIN --steps 3 --snapshot-dir ck --resume", 2,
          ["'ck/latest' is a FIFO"], setup=TWO_SNAPSHOTS + " && rm ck/latest && mkfifo ck/latest",
          limit=30),
-    case("fifos", "cache_fifo", "$BIN/gpipe_plan " + MLP.replace("--progress off ", "") +
-         " --memory-per-device 1GiB --cache c.json --top 1", 2, ["'c.json' is a FIFO"],
+    case("fifos", "cache_fifo", PLAN + " --cache c.json --top 1", 2, ["'c.json' is a FIFO"],
          setup="mkfifo c.json", limit=30),
-    case("fifos", "cache_not_a_cache", "$BIN/gpipe_plan " + MLP.replace("--progress off ", "") +
-         " --memory-per-device 1GiB --cache notes.txt --top 1", 2,
+    case("fifos", "cache_not_a_cache", PLAN + " --cache notes.txt --top 1", 2,
          ["'notes.txt' is not a gpipe cost cache"], setup="echo 'my notes' >notes.txt",
          check="[[ $(cat notes.txt) == 'my notes' ]]", limit=30),
-    case("fifos", "cache_of_a_list", "$BIN/gpipe_plan " + MLP.replace("--progress off ", "") +
-         " --memory-per-device 1GiB --cache c.json --top 1", 2,
+    case("fifos", "cache_of_a_list", PLAN + " --cache c.json --top 1", 2,
          ["'c.json' is not a gpipe cost cache (JSON but not an object)"],
          setup="echo '[1,2,3]' >c.json", check="[[ $(cat c.json) == '[1,2,3]' ]]", limit=30,
          note="it ended in a raw JSON-library error after planning"),
-    case("paths", "tmpdir_missing", "TMPDIR=$PWD/none $BIN/gpipe_plan " +
-         MLP.replace("--progress off ", "") + " --memory-per-device 1GiB --top 1 --verify 1", 2,
+    case("paths", "tmpdir_missing", "TMPDIR=$PWD/none " + PLAN + " --top 1 --verify 1", 2,
          ["--verify needs a temporary folder", "set TMPDIR"], limit=30,
          note="it failed in temp_directory_path after planning"),
     # --- snapshots: one writer, checksummed shards, settings kept --------------------------

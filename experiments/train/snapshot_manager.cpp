@@ -306,9 +306,11 @@ nlohmann::json SnapshotManager::resume(Pipeline& pipeline, const nlohmann::json&
   for (const auto& path : found) {
     try {
       // The settings a resume keeps are compared before any weight is loaded.
-      const auto saved = read_manifest(path);
-      if (saved.is_object()) check_resume_settings(saved.value("run", nlohmann::json()), run, path);
-      auto manifest = load(pipeline, path, LoadOptions(), run);
+      auto manifest = read_manifest(path);
+      if (manifest.is_object()) {
+        check_resume_settings(manifest.value("run", nlohmann::json()), run, path);
+      }
+      restore(pipeline, path, manifest, LoadOptions(), run);
       if (!unusable.empty()) {
         spdlog::warn("resuming from {}, the newest valid snapshot, instead of the unusable {}",
                      path, c10::Join(", ", unusable));
@@ -358,13 +360,19 @@ nlohmann::json SnapshotManager::load(Pipeline& pipeline, const std::string& path
                                      LoadReport* report) {
   const auto dir = resolve(path);
   const auto manifest = read_manifest(dir);
+  const auto loaded = restore(pipeline, dir, manifest, options, run);
+  if (report != nullptr) *report = loaded;
+  return manifest;
+}
+
+LoadReport SnapshotManager::restore(Pipeline& pipeline, const std::string& dir,
+                                    const nlohmann::json& manifest, const LoadOptions& options,
+                                    const nlohmann::json& run) {
   check_manifest(manifest, (fs::path(dir) / kManifest).string());
   check_same_model(manifest, run, dir, options.skip_mismatched_shapes());
   auto checked = options;
   if (manifest.contains("shards")) checked.checksums(manifest["shards"].get<ShardChecksums>());
-  const auto loaded = load_stage_shards(pipeline, dir, checked);
-  if (report != nullptr) *report = loaded;
-  return manifest;
+  return load_stage_shards(pipeline, dir, checked);
 }
 
 }  // namespace gpipe::train

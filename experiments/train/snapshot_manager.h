@@ -87,6 +87,11 @@ class SnapshotManager {
   std::string write(Pipeline& pipeline, const RunPosition& position, const nlohmann::json& run,
                     const std::filesystem::path& tmp_dir);
 
+  // Restores `pipeline` from the snapshot folder `dir` whose manifest (already read) is
+  // `manifest`: checks it, the model, and each shard against its checksum.
+  static LoadReport restore(Pipeline& pipeline, const std::string& dir,
+                            const nlohmann::json& manifest, const LoadOptions& options,
+                            const nlohmann::json& run);
   // Removes this run's oldest snapshots beyond `keep_`; another run's are left alone.
   void prune() const;
 

@@ -67,12 +67,6 @@ void check_fits_host(const models::ModelBuilder& builder, const TrainOptions& o)
 
 namespace {
 
-// Joins the other ranks within the timeout, every phase counted: connecting to the store,
-// registering, building the process groups. c10d's own waits do not all honour the timeout (a
-// client of a port another server holds waited 30-60 s at --comm-timeout 3, and a stranger's
-// half-sent query stalls the store rank 0 hosts), and each of its phases may take the whole
-// timeout. At the deadline this rank says why and exits 1: the thread stuck inside c10d cannot
-// be stopped, so its process is.
 // The rank this process is, for stop_on_lost_connection (a terminate handler takes no argument).
 int terminating_rank = -1;
 
@@ -98,6 +92,12 @@ int terminating_rank = -1;
   std::_Exit(cli::kExitFailure);
 }
 
+// Joins the other ranks within the timeout, every phase counted: connecting to the store,
+// registering, building the process groups. c10d's own waits do not all honour the timeout (a
+// client of a port another server holds waited 30-60 s at --comm-timeout 3, and a stranger's
+// half-sent query stalls the store rank 0 hosts), and each of its phases may take the whole
+// timeout. At the deadline this rank says why and exits 1: the thread stuck inside c10d cannot
+// be stopped, so its process is.
 std::unique_ptr<distributed::Context> meet_ranks(const distributed::Env& env,
                                                  const distributed::ContextOptions& options) {
   terminating_rank = env.rank;

@@ -42,22 +42,28 @@ class ImageCodecsUnavailableError : public ConfigError {
   using ConfigError::ConfigError;
 };
 
-// files.h's read_file for a data set's own files (labels, class names, records): what it refuses
-// (a FIFO, a device, a folder, a missing file) is a DataError naming the file. `check_only`:
-// only files.h's check_input_file, for a file read by other means (returns "").
-inline std::string read_data_file(const std::string& path, const std::string& what,
-                                  int64_t max_bytes, bool check_only = false) {
+// `read` (one of files.h's readers) for a data set's own files: what it refuses (a FIFO, a
+// device, a folder, a missing file) is a DataError naming the file.
+template <typename Read>
+auto as_data_error(Read read) -> decltype(read()) {
   try {
-    if (check_only) {
-      check_input_file(path, what);
-      return std::string();
-    }
-    return read_file(path, what, max_bytes);
+    return read();
   } catch (const DataError&) {
     throw;
   } catch (const InputError& e) {
     throw DataError(e.what());
   }
+}
+
+// files.h's read_file for a data set's own files (labels, class names).
+inline std::string read_data_file(const std::string& path, const std::string& what,
+                                  int64_t max_bytes) {
+  return as_data_error([&] { return read_file(path, what, max_bytes); });
+}
+
+// files.h's check_input_file for a data set's file read by other means (CIFAR's records).
+inline void check_data_file(const std::string& path, const std::string& what) {
+  as_data_error([&] { check_input_file(path, what); });
 }
 
 }  // namespace gpipe::datasets
