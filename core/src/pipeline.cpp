@@ -211,6 +211,10 @@ void Pipeline::build(int64_t first_device, int64_t count) {
               : make_schedule(options_.schedule(), K, options_.chunks(), layout_.virtual_stages),
       options_.checkpoint());
 
+  for (int64_t d = first_device; d < first_device + count; ++d)
+    check_precision_supported(options_.precision(), all[d]);
+  scaler_ = LossScaler(options_.loss_scale(),
+                       needs_loss_scaling(options_.precision()) || options_.loss_scale().enabled());
   if (options_.measure_memory()) memory::install();
   const int threads = options_.threads_per_device() > 0 ? options_.threads_per_device()
                       : count > 1                       ? 1
@@ -230,6 +234,7 @@ void Pipeline::build(int64_t first_device, int64_t count) {
       local_offset += size;
       stages_.push_back(std::make_unique<Stage>(s, layout_.num_stages(), std::move(part),
                                                 layout_.stage_offset[s], device));
+      stages_.back()->set_precision(options_.precision());
       stage_ptrs_[s] = stages_.back().get();
       device_stages_.back().push_back(stages_.back().get());
     }
@@ -577,9 +582,14 @@ double Pipeline::train_step(const Activations& input, const torch::Tensor& targe
               "train_step needs an optimizer: call set_optimizer first");
   // Without replicas the schedule pass measures each device's gradient norm as it ends.
   const bool reduce = collectives_ != nullptr;
-  const double loss = run_training_schedule(input, target, grad_clip_ > 0 && !reduce, reduce);
-  double scale = 1.0;
+  const bool scaling = scaler_.enabled();
+  const double loss_scale = scaler_.scale();
+  if (holds_last_stage()) stage_ptrs_.back()->set_loss_scale(loss_scale);
+  const bool need_square = grad_clip_ > 0 || scaling;
+  const double loss = run_training_schedule(input, target, need_square && !reduce, reduce);
   last_step_.grad_reduce = {};
+  last_step_.loss_scale = loss_scale;
+  last_step_.skipped = false;
   if (reducer_ != nullptr) {
     try {
       last_step_.grad_reduce = reducer_->finish();
@@ -588,32 +598,53 @@ double Pipeline::train_step(const Activations& input, const torch::Tensor& targe
       throw;
     }
   }
-  if (grad_clip_ > 0) {
-    double total = 0;
-    if (reduce) {
-      // The reduced gradients, summed over every stage of every process.
-      for (size_t i = 0; i < workers_.size(); ++i)
-        total += device_grad_square(i);
-      total = collectives_->sum_over_stages(total);
-    } else {
-      for (double s : squares_)
-        total += s;
+  // Of the gradients as the backward left them (times the loss scale): one sum over every stage
+  // of every process, so its being non-finite is one verdict that every rank reaches.
+  const double square = need_square ? gradient_square(reduce) : 0.0;
+  if (scaling) {
+    const bool overflow = !std::isfinite(square);
+    scaler_.update(overflow);
+    if (overflow) {
+      abort_step();
+      last_step_.skipped = true;
+      ++step_;
+      return loss;
     }
-    const double norm = std::sqrt(total);
-    if (norm > grad_clip_) scale = grad_clip_ / (norm + 1e-6);
   }
+  double factor = 1.0 / loss_scale;
+  if (grad_clip_ > 0) {
+    const double norm = std::sqrt(square) / loss_scale;
+    if (norm > grad_clip_) factor *= grad_clip_ / (norm + 1e-6);
+  }
+  apply_update(factor);
+  ++step_;
+  return loss;
+}
+
+double Pipeline::gradient_square(bool reduced) {
+  double total = 0;
+  if (reduced) {
+    // The reduced gradients, summed over every stage of every process.
+    for (size_t i = 0; i < workers_.size(); ++i)
+      total += device_grad_square(i);
+    return collectives_->sum_over_stages(total);
+  }
+  for (double s : squares_)
+    total += s;
+  return total;
+}
+
+void Pipeline::apply_update(double factor) {
   for_each_stage([&](Stage& stage) {
     for (auto* observer : stage.step_observers())
       observer->on_step_end();
-    if (scale != 1.0) {
+    if (factor != 1.0) {
       for (auto& p : stage.parameters()) {
-        if (p.grad().defined()) p.mutable_grad().mul_(scale);
+        if (p.grad().defined()) p.mutable_grad().mul_(factor);
       }
     }
     optimizer(stage.index()).step();
   });
-  ++step_;
-  return loss;
 }
 
 torch::Tensor Pipeline::forward(const torch::Tensor& input) {

@@ -64,6 +64,11 @@ void Stage::clear() {
   loss_sum_ = torch::Tensor();
 }
 
+Activations Stage::boundary_cast(const Activations& output) const {
+  // The last stage's outputs feed the loss (and the caller, in evaluation) in fp32.
+  return cast_floating(output, is_last() ? torch::kFloat : compute_dtype(precision_));
+}
+
 Stage::Pending& Stage::pending(int64_t m) {
   GPIPE_CHECK(m >= 0 && m < static_cast<int64_t>(pending_.size()), ConfigError, "stage ", index_,
               ": micro-batch ", m, " outside this step's ", pending_.size());
@@ -86,7 +91,11 @@ Activations Stage::run_layers(int64_t m, Activations x, bool recompute) {
 }
 
 void Stage::run_forward(Pending& p, int64_t m, bool recompute) {
-  p.output = run_layers(m, p.input, recompute);
+  {
+    AutocastGuard autocast(precision_, torch_device_.type());
+    p.output = run_layers(m, p.input, recompute);
+  }
+  if (precision_ != Precision::kFp32) p.output = boundary_cast(p.output);
   if (is_last() && p.loss_fn != nullptr) {
     auto loss = (*p.loss_fn)(p.output, p.target);
     GPIPE_CHECK(loss.numel() == 1, ConfigError,
@@ -145,7 +154,7 @@ Activations Stage::backward(int64_t m, const Activations& grad_output, bool defe
               m, " without its R: the lowered schedule lacks R", m);
   std::vector<torch::Tensor> roots, grads;
   if (is_last() && p.loss.defined()) {
-    if (p.loss.requires_grad()) roots.push_back(p.loss);
+    if (p.loss.requires_grad()) roots.push_back(loss_scale_ != 1.0 ? p.loss * loss_scale_ : p.loss);
   } else {
     GPIPE_CHECK(grad_output.size() == p.output.size(), ConfigError, "stage ", index_, " received ",
                 grad_output.size(), " gradients for ", p.output.size(), " outputs of micro-batch ",
@@ -188,7 +197,12 @@ void Stage::backward_weight(int64_t m) {
 
 Activations Stage::infer(int64_t m, const Activations& input) {
   torch::NoGradGuard no_grad;
-  return run_layers(m, to_device(input, torch_device_), /*recompute=*/false);
+  Activations output;
+  {
+    AutocastGuard autocast(precision_, torch_device_.type());
+    output = run_layers(m, to_device(input, torch_device_), /*recompute=*/false);
+  }
+  return precision_ != Precision::kFp32 ? boundary_cast(output) : output;
 }
 
 }  // namespace gpipe

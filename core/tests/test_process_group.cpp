@@ -69,13 +69,17 @@ RankResult train_in_process(const LayerList& layers, const PipelineOptions& opti
   return train(pipe, inputs, targets);
 }
 
+using RankTrainer = std::function<RankResult(Pipeline&, const std::vector<torch::Tensor>&,
+                                             const std::vector<torch::Tensor>&)>;
+
 // Runs `world` ranks on threads, each with its own Context (TCPStore, Gloo groups, watchdog)
 // and ProcessGroupTransport: rank = replica * K + stage, building the layers of its stage from
-// `replica_layers[replica]` and training on `batches(replica)`.
+// `replica_layers[replica]` and training on `batches(replica)` with `trainer`.
 std::vector<RankResult> train_ranks(
     int world, const PipelineOptions& options, const std::vector<LayerList>& replica_layers,
     const std::function<std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>>(int)>&
-        batches) {
+        batches,
+    const RankTrainer& trainer = train) {
   const int port = distributed::free_local_port();
   EXPECT_GT(port, 0);
   const auto K = static_cast<int64_t>(options.balance().size());
@@ -95,7 +99,7 @@ std::vector<RankResult> train_ranks(
     Pipeline pipe(layers, options, rank % K,
                   std::make_unique<distributed::ProcessGroupTransport>(context), &context);
     const auto [inputs, targets] = batches(static_cast<int>(rank / K));
-    return train(pipe, inputs, targets);
+    return trainer(pipe, inputs, targets);
   };
   // spdlog's default logger is a static of the (uninstrumented) spdlog library whose first use
   // TSan cannot see as initialisation: make it here, before the rank threads log, as the
@@ -256,6 +260,54 @@ TEST(ProcessGroupPipeline, SynchronisedBatchNormOfAConvNetTrainsAsOnePipeline) {
 }
 
 // A group whose ranks are threads of this process sums over all of them.
+// fp16's loss scaler over ranks: an overflow in rank 1's weight gradients in step 1 (of 3) skips
+// that step on both ranks (neither changes a parameter) and halves the scale on both, whatever
+// the replicas: K=2 stages x R=2 replicas, the overflow on one replica's second stage alone.
+TEST(ProcessGroupLossScaling, OneRanksOverflowSkipsTheStepOnEveryRank) {
+  const auto mlp = models::MlpOptions(12, 12, 6, 5);  // 8 layers with the overflow layer
+  const auto options = PipelineOptions({4, 4}).chunks(2).threads_per_device(1).loss_scale(
+      LossScaleOptions().enabled(true));
+  std::vector<LayerList> replicas{seeded_mlp(mlp), with_overflow(seeded_mlp(mlp), 6, 12, 1)};
+  replicas[0] = with_overflow(replicas[0], 6, 12, /*step=*/-1);  // same layers, never overflows
+  torch::manual_seed(3);
+  std::vector<torch::Tensor> inputs, targets;
+  for (int step = 0; step < 3; ++step) {
+    inputs.push_back(torch::randn({8, 12}));
+    targets.push_back(torch::randint(0, 5, {8}));
+  }
+  const RankTrainer trainer = [](Pipeline& pipe, const std::vector<torch::Tensor>& x,
+                                 const std::vector<torch::Tensor>& y) {
+    pipe.set_optimizer(sgd());
+    RankResult result;
+    for (size_t step = 0; step < x.size(); ++step) {
+      std::map<std::string, torch::Tensor> before;
+      for (const auto& [name, p] : pipe.named_parameters())
+        before[name] = p.detach().clone();
+      pipe.train_step(x[step].clone(), y[step].clone());
+      EXPECT_EQ(pipe.last_step().skipped, step == 1) << "step " << step;
+      bool changed = false;
+      for (const auto& [name, p] : pipe.named_parameters())
+        changed = changed || !torch::equal(p, before.at(name));
+      EXPECT_EQ(changed, step != 1) << "step " << step;
+      result.losses.push_back(pipe.loss_scaler().scale());
+    }
+    return result;
+  };
+  const auto ranks = train_ranks(
+      4, options, replicas,
+      [&](int replica) {
+        std::vector<torch::Tensor> x, y;
+        for (size_t s = 0; s < inputs.size(); ++s) {
+          x.push_back(inputs[s].narrow(0, replica * 4, 4));
+          y.push_back(targets[s].narrow(0, replica * 4, 4));
+        }
+        return std::make_pair(x, y);
+      },
+      trainer);
+  for (const auto& rank : ranks)
+    EXPECT_EQ(rank.losses, (std::vector<double>{65536, 32768, 32768}));  // the scale after each
+}
+
 TEST(LocalGlooGroup, SumsOverItsRanksInOneProcess) {
   const auto group = distributed::local_gloo_group(3);
   ASSERT_EQ(group.size(), 3u);

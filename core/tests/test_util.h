@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <limits>
 #include <map>
 #include <string>
 
@@ -66,10 +67,11 @@ inline Reference plain_step(const LayerList& layers, const torch::Tensor& input,
 // micro-batch runs every layer in sequence under the same LayerContext keys the pipeline uses
 // (so dropout draws the same masks and deferred BatchNorm sees the same micro-batches), its loss
 // weighted by its share of the batch; then the BatchNorm statistics are committed. Gradients are
-// left in .grad; returns the mini-batch loss.
+// left in .grad; returns the mini-batch loss. Under a low `precision` each micro-batch's layers
+// run under autocast and the loss is taken in fp32 of the logits, as the pipeline does.
 inline double plain_microbatched_step(const LayerList& layers, const torch::Tensor& input,
                                       const torch::Tensor& target, int64_t M, uint64_t seed,
-                                      int64_t step) {
+                                      int64_t step, Precision precision = Precision::kFp32) {
   OneIntraOpThread one_thread;
   const auto inputs = split_microbatches(Activations{input}, M);
   const auto targets = split_microbatches(target, M);
@@ -83,8 +85,10 @@ inline double plain_microbatched_step(const LayerList& layers, const torch::Tens
       context.microbatch = m;
       context.layer = static_cast<int64_t>(i);
       LayerContextGuard guard(&context);
+      AutocastGuard autocast(precision, torch::kCPU);
       x = layers[i]->forward(x);
     }
+    if (precision != Precision::kFp32) x = cast_floating(x, torch::kFloat);
     const double weight =
         static_cast<double>(targets[m].size(0)) / static_cast<double>(target.size(0));
     auto loss = torch::nn::functional::cross_entropy(x[0], targets[m]) * weight;
@@ -117,6 +121,51 @@ inline void expect_close(const torch::Tensor& actual, const torch::Tensor& expec
   ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
   const bool close = torch::allclose(actual, expected, rtol, atol);
   EXPECT_TRUE(close) << what << ": max abs diff " << (actual - expected).abs().max().item<double>();
+}
+
+}  // namespace gpipe::testing
+
+namespace gpipe::testing {
+
+// The identity on a parameter whose backward, in step `step`, returns inf: an fp16-style overflow
+// in one layer's weight gradient alone (its input's gradient stays finite).
+class OverflowFunction : public torch::autograd::Function<OverflowFunction> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& weight,
+                               bool overflow) {
+    ctx->saved_data["overflow"] = overflow;
+    return weight.clone();
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const bool overflow = ctx->saved_data["overflow"].toBool();
+    return {overflow ? grads[0] * std::numeric_limits<float>::infinity() : grads[0],
+            torch::Tensor()};
+  }
+};
+
+// x * w, w initialised to ones, whose weight gradient overflows in training step `step`.
+class OverflowLayer : public Layer {
+ public:
+  OverflowLayer(int64_t width, int64_t step) : Layer("overflow"), step_(step) {
+    weight_ = register_parameter("weight", torch::ones({width}));
+  }
+  Activations forward(const Activations& x) override {
+    const auto* context = current_layer_context();
+    const bool overflow = context != nullptr && context->step == step_;
+    return {x[0] * OverflowFunction::apply(weight_, overflow)};
+  }
+
+ private:
+  int64_t step_;
+  torch::Tensor weight_;
+};
+
+// `layers` with an OverflowLayer inserted before layer `at`.
+inline LayerList with_overflow(LayerList layers, size_t at, int64_t width, int64_t step) {
+  layers.insert(layers.begin() + static_cast<std::ptrdiff_t>(at),
+                std::make_shared<OverflowLayer>(width, step));
+  return layers;
 }
 
 }  // namespace gpipe::testing

@@ -98,6 +98,22 @@ std::string describe_run(const nlohmann::json& m) {
                   field(m, "step"));
 }
 
+// The loss scaler's state (the same on every rank: each step's verdict is one for all).
+nlohmann::json loss_scale_json(const Pipeline& pipeline) {
+  const auto& state = pipeline.loss_scaler().state();
+  return {{"scale", state.scale},
+          {"good_steps", state.good_steps},
+          {"skipped_steps", state.skipped_steps}};
+}
+
+bool valid_loss_scale(const nlohmann::json& m) {
+  if (!m.contains("loss_scale")) return true;
+  const auto& s = m["loss_scale"];
+  return s.is_object() && s.contains("scale") && s["scale"].is_number() &&
+         s.contains("good_steps") && s["good_steps"].is_number_integer() &&
+         s.contains("skipped_steps") && s["skipped_steps"].is_number_integer();
+}
+
 // Every field of a manifest that is read later, with its type: a manifest that parses but lacks
 // one is as corrupt as one that does not parse (found by fuzz_snapshot).
 void check_manifest(const nlohmann::json& m, const std::string& path) {
@@ -114,7 +130,8 @@ void check_manifest(const nlohmann::json& m, const std::string& path) {
       (!m.contains("shards") ||
        (m["shards"].is_object() &&
         std::all_of(m["shards"].begin(), m["shards"].end(),
-                    [](const nlohmann::json& x) { return x.is_string(); })));
+                    [](const nlohmann::json& x) { return x.is_string(); }))) &&
+      valid_loss_scale(m);
   GPIPE_CHECK(valid, InputError, "'", path, "' is corrupt or not a gpipe snapshot manifest");
   for (const char* key : {"step", "epoch", "batch"}) {
     GPIPE_CHECK(m[key].get<int64_t>() >= 0, InputError, "'", path, "' is corrupt: its ", key,
@@ -245,6 +262,7 @@ std::string SnapshotManager::write(Pipeline& pipeline, const RunPosition& positi
                           ? optimizer_kind(pipeline.optimizer(pipeline.local_stages().front()))
                           : "none"},
         {"run", run}};
+    if (pipeline.loss_scaler().enabled()) manifest["loss_scale"] = loss_scale_json(pipeline);
     // Every shard's checksum: this process's from the bytes it wrote, the other ranks' (in a
     // distributed run) read back from the folder once they are all written.
     for (const auto& e : fs::directory_iterator(tmp_dir)) {
@@ -372,7 +390,17 @@ LoadReport SnapshotManager::restore(Pipeline& pipeline, const std::string& dir,
   check_same_model(manifest, run, dir, options.skip_mismatched_shapes());
   auto checked = options;
   if (manifest.contains("shards")) checked.checksums(manifest["shards"].get<ShardChecksums>());
-  return load_stage_shards(pipeline, dir, checked);
+  auto report = load_stage_shards(pipeline, dir, checked);
+  // A resume continues with the saved scale and counts; a fine-tune starts a fresh scaler.
+  if (options.optimizer() && manifest.contains("loss_scale") && pipeline.loss_scaler().enabled()) {
+    const auto& s = manifest["loss_scale"];
+    LossScaleState state;
+    state.scale = s["scale"].get<double>();
+    state.good_steps = s["good_steps"].get<int64_t>();
+    state.skipped_steps = s["skipped_steps"].get<int64_t>();
+    pipeline.loss_scaler().load(state);
+  }
+  return report;
 }
 
 }  // namespace gpipe::train

@@ -65,6 +65,8 @@ struct TrainOptions {
   double lr_decay_epochs = 2.4;
   double min_lr = 0.0;  // cosine floor
   double grad_clip = 0.0;
+  // What the stages compute in (gpipe/precision.h); fp16 scales its loss (gpipe/loss_scaler.h).
+  Precision precision = Precision::kFp32;
 
   // Evaluation of the test split, every N epochs and at the end (0: only at the end).
   int64_t eval_every = 1;

@@ -147,6 +147,7 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   pipe_options.seed(o.seed)
       .bucket_mb(o.bucket_mb)
       .sync_batchnorm(o.sync_batchnorm)
+      .precision(o.precision)
       .measure_memory(true);  // summary.json reports every device's peak
   const LossFn loss =
       o.label_smoothing > 0 ? cross_entropy_loss(o.label_smoothing) : builder_->loss();
@@ -496,13 +497,25 @@ double Trainer::train_step(const models::SampleBatch& mine, double lr, TrainResu
   const auto& last = pipeline_->last_step();
   result.record_step(last, data_->examples_loaded(), world_->replicas() > 1);
   log.progress.step(position_.step, position_.epoch, loss, lr, o.batch_size);
-  log.metrics.write({{"step", position_.step},
-                     {"epoch", position_.epoch},
-                     {"loss", loss},
-                     {"lr", lr},
-                     {"samples_per_s", o.batch_size / std::max(seconds, 1e-12)},
-                     {"bubble_fraction", last.bubble_fraction},
-                     {"peak_bytes_per_device", last.peak_bytes}});
+  nlohmann::json record = {{"step", position_.step},
+                           {"epoch", position_.epoch},
+                           {"loss", loss},
+                           {"lr", lr},
+                           {"samples_per_s", o.batch_size / std::max(seconds, 1e-12)},
+                           {"bubble_fraction", last.bubble_fraction},
+                           {"peak_bytes_per_device", last.peak_bytes}};
+  if (pipeline_->loss_scaler().enabled()) {
+    record["loss_scale"] = last.loss_scale;
+    record["skipped"] = last.skipped;
+    if (last.skipped && reports()) {
+      log.progress.info(c10::str("step ", position_.step, ": gradients overflowed at loss scale ",
+                                 last.loss_scale,
+                                 "; the step was skipped on every device and "
+                                 "the scale is now ",
+                                 pipeline_->loss_scaler().scale()));
+    }
+  }
+  log.metrics.write(record);
   return seconds;
 }
 

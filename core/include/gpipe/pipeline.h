@@ -37,7 +37,9 @@
 #include "gpipe/grad_reducer.h"
 #include "gpipe/layer.h"
 #include "gpipe/loss.h"
+#include "gpipe/loss_scaler.h"
 #include "gpipe/memory.h"
+#include "gpipe/precision.h"
 #include "gpipe/schedule.h"
 #include "gpipe/stage.h"
 #include "gpipe/step_collectives.h"
@@ -85,6 +87,11 @@ struct PipelineOptions {
   // would, to measure a table under the link it is projected with. Default: free, as CPU
   // virtual devices sharing memory are.
   TORCH_ARG(LinkModel, link) = {};
+  // The dtype the stages compute in and send across boundaries (precision.h); master weights,
+  // the optimizer, BatchNorm's statistics and the loss stay fp32.
+  TORCH_ARG(Precision, precision) = Precision::kFp32;
+  // The dynamic loss scale (loss_scaler.h): always on for fp16, on elsewhere only if enabled.
+  TORCH_ARG(LossScaleOptions, loss_scale) = {};
 };
 
 // Where every layer goes: the K*v virtual stages in model order, their layers and devices.
@@ -115,6 +122,10 @@ struct StepStats {
   std::vector<int64_t> peak_bytes;
   std::vector<int64_t> peak_activation_bytes;
   GradReduceStats grad_reduce;  // the data-parallel all-reduce (zero without)
+  // The loss scale the step's backward ran with (1 without a scaler), and whether an overflow
+  // on some stage of some replica skipped the update everywhere.
+  double loss_scale = 1.0;
+  bool skipped = false;
 };
 
 class Pipeline {
@@ -146,12 +157,14 @@ class Pipeline {
   void set_grad_clip(double max_norm);
 
   // forward_backward, then every stage's optimizer steps and the step counter advances.
-  // Returns the mini-batch mean loss.
+  // Returns the mini-batch mean loss. With a loss scaler, a step whose gradients overflowed on
+  // any stage of any replica changes no parameter anywhere (last_step().skipped); the counter
+  // still advances.
   double train_step(const torch::Tensor& input, const torch::Tensor& target);
   double train_step(const Activations& input, const torch::Tensor& target);
-  // Forward and backward of every micro-batch, gradients left in .grad (zeroed first), deferred
-  // BatchNorm statistics committed. Throws NonFiniteLossError, with gradients zeroed, if the
-  // loss is NaN or infinite.
+  // Forward and backward of every micro-batch, gradients left in .grad (zeroed first; times the
+  // loss scale with a scaler), deferred BatchNorm statistics committed. Throws NonFiniteLossError,
+  // with gradients zeroed, if the loss is NaN or infinite.
   double forward_backward(const Activations& input, const torch::Tensor& target);
   // Evaluation: eval mode and no grad for the call, min(M, N) micro-batches, merged output
   // (undefined on a process that does not hold the last stage).
@@ -168,6 +181,9 @@ class Pipeline {
   double param_checksum();
 
   const StepStats& last_step() const { return last_step_; }
+  // The dynamic loss scale; a resumed run restores its state with loss_scaler().load(...).
+  LossScaler& loss_scaler() { return scaler_; }
+  const LossScaler& loss_scaler() const { return scaler_; }
   // With measure_memory: the peak bytes local device `i` held from the start of the last step
   // until now (the optimizer update included), unaffected by other pipelines on the device.
   int64_t peak_bytes_since_step_began(size_t i) const;
@@ -227,6 +243,11 @@ class Pipeline {
   double run_training_schedule(const Activations& input, const torch::Tensor& target, bool squares,
                                bool reduce = false);
   void abort_step();
+  // The squared L2 norm of every gradient over every stage of every process: squares_ from the
+  // schedule pass, or (`reduced`) measured again after the data-parallel sum.
+  double gradient_square(bool reduced);
+  // Commits the observers, scales every gradient by `factor` and steps every optimizer.
+  void apply_update(double factor);
   // Squared L2 norm of the gradients of local device `i`'s stages.
   double device_grad_square(size_t i) const;
   void begin_memory_window();
@@ -253,6 +274,7 @@ class Pipeline {
   std::vector<double> squares_;  // per local device, from the last run_step that asked
   std::vector<memory::PeakWindow> memory_windows_;  // per local device, from the last step
   double grad_clip_ = 0;
+  LossScaler scaler_;
   int64_t step_ = 0;
 };
 

@@ -6,6 +6,10 @@
 // gradients of its inputs go to the previous stage. This lets backward run in parallel across
 // CPU virtual devices, lets any schedule run, and works unchanged when stages are processes.
 //
+// Precision (precision.h): F and R run the layers under autocast; what leaves a stage is cast to
+// the compute dtype, the last stage's loss is computed in fp32 and its backward starts from the
+// loss times the loss scale (1 unless fp16 scales it).
+//
 // Re-materialisation: a checkpointed forward runs under NoGradGuard and keeps only its input;
 // recompute(m) replays it with grad on (same RNG draws, BatchNorm statistics not counted again)
 // just before the backward needs it.
@@ -21,6 +25,7 @@
 #include "gpipe/device.h"
 #include "gpipe/layer.h"
 #include "gpipe/loss.h"
+#include "gpipe/precision.h"
 
 namespace gpipe {
 
@@ -74,6 +79,11 @@ class Stage {
   // Synchronised BatchNorm: this stage's BatchNorm layers sum their statistics over the
   // replicas through `replicas` (null: per replica, the default).
   void set_batchnorm_replicas(StepCollectives* replicas) { batchnorm_replicas_ = replicas; }
+  // The dtype F and R compute in (fp32 by default).
+  void set_precision(Precision precision) { precision_ = precision; }
+  Precision precision() const { return precision_; }
+  // The factor B multiplies the loss by (last stage; loss_scaler.h). The loss sum stays unscaled.
+  void set_loss_scale(double scale) { loss_scale_ = scale; }
   // Modules of this stage that keep per-step state (deferred BatchNorm).
   const std::vector<StepObserver*>& step_observers() const { return observers_; }
 
@@ -96,6 +106,8 @@ class Stage {
   // The layers plus, on the last stage, the weighted loss.
   void run_forward(Pending& p, int64_t m, bool recompute);
   Pending& pending(int64_t m);
+  // A low-precision stage's outputs as they leave it: the compute dtype, fp32 from the last stage.
+  Activations boundary_cast(const Activations& output) const;
 
   int64_t index_;
   int64_t num_stages_;
@@ -105,6 +117,8 @@ class Stage {
   torch::Device torch_device_;
   std::vector<StepObserver*> observers_;
   StepCollectives* batchnorm_replicas_ = nullptr;
+  Precision precision_ = Precision::kFp32;
+  double loss_scale_ = 1.0;
 
   int64_t step_ = 0;
   uint64_t seed_ = 0;
