@@ -28,7 +28,8 @@ namespace {
 // The command line as given: an empty text or a zero count keeps the preset's value.
 struct TableFlags {
   std::string preset = "quick", budget_text, models_text, configs_text, amoeba_layers,
-              amoeba_filters, transformer_layers, checkpoint_name = "always", optimizer;
+              amoeba_filters, transformer_layers, checkpoint_name = "always", optimizer,
+              precisions = "fp32";
   std::string out = "results/max_model_size", json_path, log_level = "info";
   int64_t chunks = 0, batch = 0, fixed_layers = -1;
   int max_measurements = 0, threads = 0;
@@ -82,6 +83,11 @@ void add_flags(CLI::App& app, TableFlags& f) {
          "rmsprop (the default: the paper's Table 1 counts 12 bytes a parameter for every row) | "
          "adam | sgd | auto (RMSProp for AmoebaNet, Adam for the Transformer)")
       ->check(CLI::IsMember({"rmsprop", "adam", "sgd", "auto"}));
+  app.add_option("--precision", f.precisions,
+                 "comma list of fp32, bf16, fp16: search every row in each (fp32 is the paper's; "
+                 "fp16 on CPU needs the LibTorch 2.x build)")
+      ->capture_default_str()
+      ->check(cli::name_list([](const std::string& p) { parse_precision(p); }));
   app.add_option("--max-measurements", f.max_measurements,
                  "measured steps per model and configuration (default 6)")
       ->check(cli::int_range(1, 1000));
@@ -141,6 +147,13 @@ tables::MaxSizeOptions search_options(const TableFlags& f) {
   if (!f.optimizer.empty()) options.optimizer = f.optimizer;
   if (f.max_measurements != 0) options.max_measurements = f.max_measurements;
   options.threads = f.threads;
+  options.precisions.clear();
+  for (const auto& name : cli::parse_strings(f.precisions)) {
+    options.precisions.push_back(parse_precision(name));
+    check_precision_supported(options.precisions.back(), DeviceSpec::parse("cpu:0"));
+  }
+  GPIPE_CHECK(!options.precisions.empty(), ConfigError, "--precision '", f.precisions,
+              "' names no precision: give fp32, bf16 or both");
   options.models = selected_models(f, options.models);
   return options;
 }

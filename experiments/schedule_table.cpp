@@ -208,6 +208,7 @@ void compare_losses(std::vector<Cell>& cells, plan::CostBook& book,
     if (one_device.count(M) == 0) {
       auto shape = make_shape(ScheduleKind::kGPipe, 1, M, Checkpoint::kNever);
       shape.balance = {book.num_layers()};
+      shape.precision = book.precision();
       one_device[M] = costs::measure_training(builder, batch, shape, book.optimizer(), f.warmup,
                                               f.steps, book.seed())
                           .losses;

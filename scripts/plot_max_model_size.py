@@ -38,7 +38,9 @@ def main(argv):
     fig, axes = plt.subplots(1, len(models), figsize=(6.5 * len(models), 4.5), squeeze=False)
     budget = result["budget_bytes"] / 2**20
     for ax, model in zip(axes[0], models):
-        rows = [r for r in result["rows"] if r["model"] == model]
+        # The fp32 rows: the paper's precision (a bf16 search adds rows of its own).
+        rows = [r for r in result["rows"]
+                if r["model"] == model and r.get("precision", "fp32") == "fp32"]
         base = next((r for r in rows if r["config"] == "naive-1"), rows[0])
         paper_base = base["paper"]["parameters"] if base.get("paper") else None
         x = range(len(rows))

@@ -106,7 +106,9 @@ class DeviceRun {
 
   void send(const Action& a, Direction direction, Activations tensors) {
     const MessageKey key{data_.step, a.stage, a.peer, a.microbatch, direction};
-    transport_.send(device_, schedule_.device_of(a.peer), key, std::move(tensors));
+    const int64_t to = schedule_.device_of(a.peer);
+    if (data_.sent_bytes != nullptr && to != device_) *data_.sent_bytes += nbytes(tensors);
+    transport_.send(device_, to, key, std::move(tensors));
   }
 
   const int64_t device_;

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "gpipe/errors.h"
+#include "gpipe/fault_injection.h"
 #include "gpipe/lowering.h"
 #include "gpipe/memory.h"
 #include "gpipe/microbatch.h"
@@ -472,6 +473,8 @@ void Pipeline::run_step(const Schedule& schedule, StepData& data, std::vector<Ac
   transport_->reset();
   timeline_.clear();
   squares_.assign(workers_.size(), 0.0);
+  std::atomic<int64_t> sent_bytes{0};
+  data.sent_bytes = &sent_bytes;
   const auto start = Timeline::Clock::now();
   begin_memory_window();
   try {
@@ -491,9 +494,12 @@ void Pipeline::run_step(const Schedule& schedule, StepData& data, std::vector<Ac
     for (auto& stage : stages_)
       stage->clear();
     end_memory_window();
+    data.sent_bytes = nullptr;
     throw;
   }
   end_memory_window();
+  data.sent_bytes = nullptr;
+  last_step_.sent_bytes = sent_bytes.load();
   last_step_.seconds = std::chrono::duration<double>(Timeline::Clock::now() - start).count();
   auto events = timeline_.events();
   for (auto& e : events)
@@ -602,7 +608,9 @@ double Pipeline::train_step(const Activations& input, const torch::Tensor& targe
   // of every process, so its being non-finite is one verdict that every rank reaches.
   const double square = need_square ? gradient_square(reduce) : 0.0;
   if (scaling) {
-    const bool overflow = !std::isfinite(square);
+    // GPIPE_FAULT_INJECT=overflow-step-N: step N's verdict is an overflow (fault_injection.h).
+    const bool overflow =
+        !std::isfinite(square) || fault_injected("overflow-step-" + std::to_string(step_));
     scaler_.update(overflow);
     if (overflow) {
       abort_step();

@@ -13,17 +13,24 @@
 namespace gpipe {
 namespace {
 
+// The layer's forward as a stage runs it: under autocast for `precision` (precision.h).
+Activations stage_forward(Layer& layer, const Activations& input, const DeviceSpec& device,
+                          Precision precision) {
+  AutocastGuard autocast(precision, device.torch_device().type());
+  return layer.forward(input);
+}
+
 // One forward of `layer` on `input`, in milliseconds: with or without autograd recording, and as
 // a first run or as the replay of a recompute. The output is dropped.
 double timed_forward(Layer& layer, const Activations& input, size_t index, const DeviceSpec& device,
-                     bool grad, bool replay) {
+                     Precision precision, bool grad, bool replay) {
   LayerContext context;
   context.layer = static_cast<int64_t>(index);
   context.recompute = replay;
   LayerContextGuard guard(&context);
   torch::AutoGradMode mode(grad);
   const auto start = std::chrono::steady_clock::now();
-  layer.forward(input);
+  stage_forward(layer, input, device, precision);
   if (device.is_cuda()) torch::cuda::synchronize();
   return elapsed_ms(start);
 }
@@ -61,14 +68,15 @@ struct KeptRun {
   Activations output;
 };
 
-KeptRun kept_run(Layer& layer, const Activations& input, size_t index, const DeviceSpec& device) {
+KeptRun kept_run(Layer& layer, const Activations& input, size_t index, const DeviceSpec& device,
+                 Precision precision) {
   KeptRun out;
   const int64_t before = memory::stats(device).current_bytes;
   LayerContext context;
   context.layer = static_cast<int64_t>(index);
   LayerContextGuard guard(&context);
   auto start = std::chrono::steady_clock::now();
-  out.output = layer.forward(input);
+  out.output = stage_forward(layer, input, device, precision);
   if (device.is_cuda()) torch::cuda::synchronize();
   out.forward_ms = elapsed_ms(start);
   const memory::PeakWindow backward_window(device);
@@ -93,12 +101,12 @@ KeptRun kept_run(Layer& layer, const Activations& input, size_t index, const Dev
 
 // A kept forward and its backward in one pass (no split), the backward timed.
 double timed_fused_backward(Layer& layer, const Activations& input, size_t index,
-                            const DeviceSpec& device) {
+                            const DeviceSpec& device, Precision precision) {
   LayerContext context;
   context.layer = static_cast<int64_t>(index);
   LayerContextGuard guard(&context);
   std::vector<torch::Tensor> roots, grads;
-  for (const auto& t : layer.forward(input)) {
+  for (const auto& t : stage_forward(layer, input, device, precision)) {
     if (!t.defined() || !t.requires_grad()) continue;
     roots.push_back(t);
     grads.push_back(torch::ones_like(t));
@@ -132,12 +140,15 @@ LayerProfile profile_layer(Layer& layer, Activations& x, size_t index, const Dev
     // two only in timed runs: the kept F warms the layer up for all three. A layer that gathers
     // no statistics replays its kept F exactly: its R is not timed apart.
     const bool timed = run >= options.warmup();
-    const double n =
-        timed ? timed_forward(layer, input, index, device, /*grad=*/false, /*replay=*/false) : 0;
-    const double r = timed && replays_differently ? timed_forward(layer, input, index, device,
-                                                                  /*grad=*/true, /*replay=*/true)
-                                                  : 0;
-    auto kept = kept_run(layer, input, index, device);
+    const auto precision = options.precision();
+    const double n = timed ? timed_forward(layer, input, index, device, precision,
+                                           /*grad=*/false, /*replay=*/false)
+                           : 0;
+    const double r = timed && replays_differently
+                         ? timed_forward(layer, input, index, device, precision, /*grad=*/true,
+                                         /*replay=*/true)
+                         : 0;
+    auto kept = kept_run(layer, input, index, device, precision);
     output = std::move(kept.output);
     if (!timed) continue;
     forward.push_back(kept.forward_ms);
@@ -146,8 +157,9 @@ LayerProfile profile_layer(Layer& layer, Activations& x, size_t index, const Dev
     backward.push_back(kept.backward_ms + kept.weight_ms);
     weight.push_back(kept.weight_ms);
     // Only a layer that defers a W runs its backward differently whole.
-    fused.push_back(kept.weight_ms > 0 ? timed_fused_backward(layer, input, index, device)
-                                       : backward.back());
+    fused.push_back(kept.weight_ms > 0
+                        ? timed_fused_backward(layer, input, index, device, precision)
+                        : backward.back());
     profile.activation_bytes = std::max(profile.activation_bytes, kept.activation_bytes);
     profile.backward_bytes = std::max(profile.backward_bytes, kept.backward_bytes);
     profile.weight_bytes = std::max(profile.weight_bytes, kept.weight_bytes);
@@ -179,6 +191,7 @@ std::vector<LayerProfile> profile_layers(const LayerList& layers, const Activati
   GPIPE_CHECK(options.iterations() >= 1 && options.warmup() >= 0 && options.settle() >= 0,
               ConfigError, "profiling needs iterations >= 1, warmup >= 0 and settle >= 0, got ",
               options.iterations(), ", ", options.warmup(), " and ", options.settle());
+  check_precision_supported(options.precision(), device);
   memory::install();
   DeviceWorker worker(device, options.threads());
   std::vector<LayerProfile> profiles(layers.size());

@@ -1,6 +1,9 @@
 #include "gpipe/stage.h"
 
+#include <spdlog/spdlog.h>
 #include <torch/csrc/autograd/autograd.h>
+
+#include <algorithm>
 
 #include "gpipe/errors.h"
 
@@ -76,6 +79,9 @@ Stage::Pending& Stage::pending(int64_t m) {
 }
 
 Activations Stage::run_layers(int64_t m, Activations x, bool recompute) {
+  // Once per stage under a low precision: the layers whose outputs stay fp32, said once.
+  const bool check = precision_ != Precision::kFp32 && !precision_checked_;
+  std::vector<std::string> fp32_layers;
   for (size_t i = 0; i < layers_.size(); ++i) {
     LayerContext context;
     context.seed = seed_;
@@ -86,6 +92,21 @@ Activations Stage::run_layers(int64_t m, Activations x, bool recompute) {
     context.replicas = batchnorm_replicas_;
     LayerContextGuard guard(&context);
     x = layers_[i]->forward(x);
+    if (check && std::any_of(x.begin(), x.end(), [](const torch::Tensor& t) {
+          return t.defined() && t.scalar_type() == torch::kFloat;
+        })) {
+      fp32_layers.push_back(c10::str(layers_[i]->label(), " (layer ", context.layer, ")"));
+    }
+  }
+  if (check) {
+    precision_checked_ = true;
+    if (!fp32_layers.empty()) {
+      spdlog::warn(
+          "stage {} under {}: {} return fp32: their last ops have no {} path under "
+          "autocast on {}, so they compute in fp32",
+          index_, to_string(precision_), c10::Join(", ", fp32_layers), to_string(precision_),
+          device_.str());
+    }
   }
   return x;
 }

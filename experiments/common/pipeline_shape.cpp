@@ -118,7 +118,7 @@ bool PipelineShape::operator==(const PipelineShape& o) const {
   return K == o.K && R == o.R && M == o.M && schedule == o.schedule &&
          schedule_file == o.schedule_file && v == o.v && checkpoint == o.checkpoint &&
          balance == o.balance && stage_balance == o.stage_balance && devices == o.devices &&
-         threads == o.threads;
+         threads == o.threads && precision == o.precision;
 }
 
 std::string PipelineShape::describe() const {
@@ -261,7 +261,8 @@ PipelineOptions to_pipeline_options(const PipelineShape& shape) {
       .program(shape.program)
       .virtual_stages(shape.v)
       .stage_balance(shape.stage_balance)
-      .threads_per_device(shape.threads);
+      .threads_per_device(shape.threads)
+      .precision(shape.precision);
   if (!shape.devices.empty()) options.devices(shape.devices);
   return options;
 }

@@ -33,6 +33,9 @@ struct PipelineShape {
   std::vector<int64_t> stage_balance;  // layers per virtual stage (K x v); empty: even split
   std::vector<std::string> devices;    // one per device; empty: cpu:0 .. cpu:K-1
   int threads = 0;                     // intra-op threads per device; 0: automatic
+  // What the stages compute in (gpipe/precision.h). Not part of describe() or to_flags(): a
+  // plan's name is its layout, and --precision is a training flag that commands carry apart.
+  Precision precision = Precision::kFp32;
 
   // v, or the schedule's default when v is 0.
   int64_t virtual_stages() const;

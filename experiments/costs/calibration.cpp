@@ -73,6 +73,7 @@ CalibrationStep measure_calibration(const models::ModelBuilder& builder, const L
     shape.M = key.M;
     shape.checkpoint = key.checkpoint;
     shape.threads = key.threads;
+    shape.precision = options.precision();
     for (int64_t k = r * key.K; k < (r + 1) * key.K; ++k)
       shape.devices.push_back(devices.empty() ? "cpu:" + std::to_string(k) : devices[k]);
     measured[r] =

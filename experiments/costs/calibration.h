@@ -53,6 +53,8 @@ struct CalibrationOptions {
   TORCH_ARG(int, warmup) = 1;
   // Timed steps; 0: as many as last about kCalibrationMs of the projected step (at least one).
   TORCH_ARG(int, steps) = 0;
+  // What the measured step computes in (the costs it is compared with must be of it too).
+  TORCH_ARG(Precision, precision) = Precision::kFp32;
 };
 
 // One measurement lasts about this long when CalibrationOptions::steps is 0: the median of 3

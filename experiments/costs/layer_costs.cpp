@@ -15,6 +15,83 @@ void synchronize(const DeviceSpec& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index);
 }
 
+namespace {
+
+// What each layer sends on as a stage boundary under `precision` (the compute dtype; the last
+// layer's output in fp32, as the last stage hands it to the loss), and that last output.
+Activations measure_output_bytes(const LayerList& layers, const Activations& input,
+                                 const DeviceSpec& device, Precision precision, LayerCosts& costs) {
+  torch::NoGradGuard no_grad;
+  Activations x = input;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    {
+      AutocastGuard autocast(precision, device.torch_device().type());
+      x = layers[i]->forward(x);
+    }
+    const bool last = i + 1 == layers.size();
+    if (precision != Precision::kFp32)
+      x = cast_floating(x, last ? torch::kFloat : compute_dtype(precision));
+    costs.output_bytes.push_back(static_cast<double>(nbytes(x)));
+  }
+  return x;
+}
+
+// The loss's forward and backward on the model's output `x` (fp32), medians of the timed runs.
+void time_loss(const Activations& x, const torch::Tensor& target, const LossFn& loss,
+               const DeviceSpec& device, const ProfileOptions& options, LayerCosts& costs) {
+  const auto torch_device = device.torch_device();
+  std::vector<double> forward, backward;
+  for (int run = 0; run < options.warmup() + options.iterations(); ++run) {
+    const auto output = detach_for_stage(x, torch_device, /*requires_grad=*/true);
+    synchronize(device);
+    auto start = std::chrono::steady_clock::now();
+    auto value = loss(output, target);
+    synchronize(device);
+    const double f = elapsed_ms(start);
+    start = std::chrono::steady_clock::now();
+    value.backward();
+    synchronize(device);
+    const double b = elapsed_ms(start);
+    if (run >= options.warmup()) {
+      forward.push_back(f);
+      backward.push_back(b);
+    }
+  }
+  costs.loss_forward_ms = median(forward);
+  costs.loss_backward_ms = median(backward);
+}
+
+// One optimizer step per layer, on gradients of ones; the first step creates the state.
+void time_updates(const LayerList& layers, const DeviceSpec& device,
+                  const Pipeline::OptimizerFactory& optimizer, const ProfileOptions& options,
+                  LayerCosts& costs) {
+  for (const auto& layer : layers) {
+    auto params = layer->parameters();
+    if (params.empty()) {
+      costs.update_ms.push_back(0);
+      continue;
+    }
+    for (auto& p : params)
+      p.mutable_grad() = torch::ones_like(p);
+    auto opt = optimizer(params);
+    opt->step();
+    std::vector<double> times;
+    for (int run = 0; run < options.warmup() + options.iterations(); ++run) {
+      synchronize(device);
+      const auto start = std::chrono::steady_clock::now();
+      opt->step();
+      synchronize(device);
+      if (run >= options.warmup()) times.push_back(elapsed_ms(start));
+    }
+    costs.update_ms.push_back(median(times));
+    opt.reset();
+    for (auto& p : params)
+      p.mutable_grad().reset();
+  }
+}
+
+}  // namespace
+
 LayerCosts measure_layer_costs(const LayerList& layers, const models::SampleBatch& sample,
                                const LossFn& loss, const DeviceSpec& device,
                                const Pipeline::OptimizerFactory& optimizer,
@@ -34,64 +111,13 @@ LayerCosts measure_layer_costs(const LayerList& layers, const models::SampleBatc
     costs.backward_bytes.push_back(static_cast<double>(profile.backward_bytes));
     costs.weight_bytes.push_back(static_cast<double>(profile.weight_bytes));
   }
-  const int runs = options.warmup() + options.iterations();
   DeviceWorker worker(device, options.threads());
   worker.run([&] {
     const auto torch_device = device.torch_device();
-    // What each layer sends on, and the last output for the loss.
-    Activations x = to_device({sample.input}, torch_device);
-    {
-      torch::NoGradGuard no_grad;
-      for (const auto& layer : layers) {
-        x = layer->forward(x);
-        costs.output_bytes.push_back(static_cast<double>(nbytes(x)));
-      }
-    }
-    const auto target = sample.target.to(torch_device);
-    std::vector<double> forward, backward;
-    for (int run = 0; run < runs; ++run) {
-      const auto output = detach_for_stage(x, torch_device, /*requires_grad=*/true);
-      synchronize(device);
-      auto start = std::chrono::steady_clock::now();
-      auto value = loss(output, target);
-      synchronize(device);
-      const double f = elapsed_ms(start);
-      start = std::chrono::steady_clock::now();
-      value.backward();
-      synchronize(device);
-      const double b = elapsed_ms(start);
-      if (run >= options.warmup()) {
-        forward.push_back(f);
-        backward.push_back(b);
-      }
-    }
-    costs.loss_forward_ms = median(forward);
-    costs.loss_backward_ms = median(backward);
-
-    // One optimizer step per layer, on gradients of ones; the first step creates the state.
-    for (const auto& layer : layers) {
-      auto params = layer->parameters();
-      if (params.empty()) {
-        costs.update_ms.push_back(0);
-        continue;
-      }
-      for (auto& p : params)
-        p.mutable_grad() = torch::ones_like(p);
-      auto opt = optimizer(params);
-      opt->step();
-      std::vector<double> times;
-      for (int run = 0; run < runs; ++run) {
-        synchronize(device);
-        const auto start = std::chrono::steady_clock::now();
-        opt->step();
-        synchronize(device);
-        if (run >= options.warmup()) times.push_back(elapsed_ms(start));
-      }
-      costs.update_ms.push_back(median(times));
-      opt.reset();
-      for (auto& p : params)
-        p.mutable_grad().reset();
-    }
+    const auto x = measure_output_bytes(layers, to_device({sample.input}, torch_device), device,
+                                        options.precision(), costs);
+    time_loss(x, sample.target.to(torch_device), loss, device, options, costs);
+    time_updates(layers, device, optimizer, options, costs);
   });
   return costs;
 }

@@ -168,19 +168,23 @@ void seal_cost_cache(nlohmann::json& cache) {
 }
 
 CostBook::CostBook(models::ModelConfig model, Pipeline::OptimizerFactory optimizer,
-                   std::string cache, uint64_t seed, std::vector<std::string> devices)
+                   std::string cache, uint64_t seed, std::vector<std::string> devices,
+                   Precision precision)
     : model_(std::move(model)),
       optimizer_(std::move(optimizer)),
       cache_path_(std::move(cache)),
       devices_(std::move(devices)),
-      seed_(seed) {
+      seed_(seed),
+      precision_(precision) {
   model_.init_seed = seed;
   num_layers_ = models::make_model(model_)->num_layers();
-  key_ = nlohmann::json{{"model", models::to_json(model_)},
-                        {"machine", machine()},
-                        {"libtorch", TORCH_VERSION},
-                        {"devices", devices_.empty() ? "cpu" : devices_.front()}}
-             .dump();
+  auto key = nlohmann::json{{"model", models::to_json(model_)},
+                            {"machine", machine()},
+                            {"libtorch", TORCH_VERSION},
+                            {"devices", devices_.empty() ? "cpu" : devices_.front()}};
+  // fp32 keys stay as they were before precisions existed, so their caches stay valid.
+  if (precision_ != Precision::kFp32) key["precision"] = to_string(precision_);
+  key_ = key.dump();
   const auto cache_json = read_cache(cache_path_);
   if (!cache_json.contains(key_)) return;
   try {
@@ -223,7 +227,12 @@ const MicrobatchCosts& CostBook::at(int64_t microbatch, int threads) {
   costs.layers = costs::measure_layer_costs(
       builder->build(), sample, builder->loss(),
       DeviceSpec::parse(devices_.empty() ? "cpu:0" : devices_.front()), optimizer_,
-      ProfileOptions().warmup(1).iterations(3).threads(threads).settle(kProfileSettle));
+      ProfileOptions()
+          .warmup(1)
+          .iterations(3)
+          .threads(threads)
+          .settle(kProfileSettle)
+          .precision(precision_));
   costs.input_bytes = static_cast<double>(sample.input.nbytes());
   ++measured_;
   auto& stored = costs_[{microbatch, threads}] = std::move(costs);
@@ -277,7 +286,8 @@ double CostBook::measure_calibration(const std::string& name, int warmup) {
   const auto builder = models::make_model(model_);
   return costs::measure_calibration(
              *builder, costs, key, optimizer_,
-             costs::CalibrationOptions().devices(devices_).seed(seed_).warmup(warmup))
+             costs::CalibrationOptions().devices(devices_).seed(seed_).warmup(warmup).precision(
+                 precision_))
       .ratio();
 }
 

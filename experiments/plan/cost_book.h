@@ -42,8 +42,12 @@ class CostBook {
  public:
   // `cache` is a JSON file of earlier measurements (created if missing); empty: none. `devices`:
   // the accelerators to measure on (the first profiles, the first K x R calibrate); empty: CPU.
+  // Every cost, calibration and all-reduce is of `precision`: each precision has its own cache
+  // entry.
   CostBook(models::ModelConfig model, Pipeline::OptimizerFactory optimizer, std::string cache = "",
-           uint64_t seed = 0, std::vector<std::string> devices = {});
+           uint64_t seed = 0, std::vector<std::string> devices = {},
+           Precision precision = Precision::kFp32);
+  Precision precision() const { return precision_; }
 
   // Measures on first use (`microbatch` samples, `threads` intra-op threads on the first
   // device, cpu:0 for CPU plans).
@@ -108,6 +112,7 @@ class CostBook {
   std::string cache_path_;
   std::vector<std::string> devices_;
   uint64_t seed_;
+  Precision precision_ = Precision::kFp32;
   std::string key_;  // the model and the machine
   int64_t num_layers_ = 0;
   int64_t state_slots_ = -1;

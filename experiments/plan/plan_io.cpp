@@ -21,6 +21,7 @@ nlohmann::json to_json(const Plan& plan, const PlanRequest& request) {
       {"balance", s.balance},
       {"stage_balance", s.stage_balance},
       {"threads", s.threads},
+      {"precision", to_string(s.precision)},
       {"predicted_samples_per_s", plan.samples_per_s},
       {"predicted_step_ms", plan.step_ms},
       {"predicted_pipeline_ms", plan.pipeline_ms},

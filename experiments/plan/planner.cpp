@@ -156,6 +156,7 @@ Plan predict(CostBook& book, const PlanRequest& request, const PipelineShape& sh
   Plan plan;
   plan.shape = shape;
   plan.shape.stage_balance = stage_balance;
+  plan.shape.precision = book.precision();  // the costs', so a verify measures the same
   plan.shape.balance = sum_per_device(schedule.stage_device, shape.K, stage_balance);
   plan.shape.devices.clear();
   for (int64_t d = 0; d < shape.K && !request.devices.empty(); ++d)

@@ -221,8 +221,9 @@ struct SizeCaches {
 class ConfigSearch {
  public:
   ConfigSearch(const MaxSizeOptions& options, const MaxSizeModel& model, const std::string& name,
-               int threads, SizeCaches& caches)
+               Precision precision, int threads, SizeCaches& caches)
       : options_(options),
+        precision_(precision),
         model_(model),
         name_(name),
         config_(parse_size_config(name)),
@@ -250,8 +251,8 @@ class ConfigSearch {
     };
     callbacks.predicted_bytes = [this](const SearchPoint& p) { return predicted_bytes(p); };
     callbacks.measured_bytes = [this](const SearchPoint& p) { return measured_bytes(p); };
-    spdlog::info("{} {}: searching {} sizes within {} per device", model_.base.name(), name_, sizes,
-                 format_bytes(budget_));
+    spdlog::info("{} {} in {}: searching {} sizes within {} per device", model_.base.name(), name_,
+                 to_string(precision_), sizes, format_bytes(budget_));
     const auto outcome = search_largest(callbacks, budget_, options_.max_measurements);
     if (!outcome.best) {
       std::ostringstream tried;
@@ -287,7 +288,7 @@ class ConfigSearch {
   // The layer costs of `c` at the run's micro-batch: measured once per size at the pipelined
   // micro-batch N/M, and scaled to N for naive-1 (one micro-batch of the whole batch).
   costs::LayerCosts run_costs(const models::ModelConfig& c) {
-    const auto key = config_key(c);
+    const auto key = config_key(c) + "/" + to_string(precision_);
     auto it = caches_.profiles.find(key);
     if (it == caches_.profiles.end()) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -295,7 +296,7 @@ class ConfigSearch {
       auto p = costs::measure_layer_costs(
           builder->build(), builder->sample_batch(micro_, 2), builder->loss(),
           DeviceSpec::parse("cpu:0"), make_optimizer(optimizer_),
-          ProfileOptions().warmup(0).iterations(1).threads(threads_));
+          ProfileOptions().warmup(0).iterations(1).threads(threads_).precision(precision_));
       spdlog::debug("{} {}: layer costs at micro-batch {} in {:.1f} s", c.name(), size_label(c),
                     micro_, elapsed_s(t0));
       it = caches_.profiles.emplace(key, std::move(p)).first;
@@ -338,6 +339,7 @@ class ConfigSearch {
     run.M = chunks_;
     run.checkpoint = checkpoint();
     run.threads = K_ == 1 ? threads_ : 1;
+    run.precision = precision_;
     auto m = costs::measure_training(*builder, builder->sample_batch(model_.batch, 1), run,
                                      make_optimizer(optimizer_),
                                      /*warmup=*/1, /*steps=*/1);
@@ -362,6 +364,7 @@ class ConfigSearch {
     MaxSizeRow row;
     row.model = model_.base.name();
     row.config = name_;
+    row.precision = precision_;
     row.partitions = K_;
     row.chunks = chunks_;
     row.checkpoint = to_string(checkpoint());
@@ -387,6 +390,7 @@ class ConfigSearch {
   }
 
   const MaxSizeOptions& options_;
+  const Precision precision_;
   const MaxSizeModel& model_;
   const std::string name_;
   const SizeConfig config_;
@@ -416,9 +420,13 @@ MaxSizeResult run_max_size(const MaxSizeOptions& options) {
                     {"load_average_before", load_average()}};
   const int threads = options.threads > 0 ? options.threads : hardware_threads();
   SizeCaches caches;
-  for (const auto& model : options.models) {
-    for (const auto& name : options.configs)
-      result.rows.push_back(ConfigSearch(options, model, name, threads, caches).run(started));
+  for (const auto precision : options.precisions) {
+    for (const auto& model : options.models) {
+      for (const auto& name : options.configs) {
+        result.rows.push_back(
+            ConfigSearch(options, model, name, precision, threads, caches).run(started));
+      }
+    }
   }
   result.machine["load_average_after"] = load_average();
   result.seconds = elapsed_s(started);
@@ -426,10 +434,11 @@ MaxSizeResult run_max_size(const MaxSizeOptions& options) {
 }
 
 std::optional<double> parameter_ratio(const MaxSizeResult& result, const std::string& model,
-                                      const std::string& config, const std::string& base) {
+                                      const std::string& config, const std::string& base,
+                                      Precision precision) {
   std::optional<double> top, bottom;
   for (const auto& row : result.rows) {
-    if (row.model != model) continue;
+    if (row.model != model || row.precision != precision) continue;
     if (row.config == config) top = static_cast<double>(row.parameters);
     if (row.config == base) bottom = static_cast<double>(row.parameters);
   }

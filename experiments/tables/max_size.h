@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "gpipe/models/registry.h"
+#include "gpipe/precision.h"
 #include "gpipe/stage.h"
 #include "tables/paper_figures.h"
 
@@ -62,6 +63,8 @@ struct MaxSizeOptions {
   std::string optimizer = "rmsprop";
   int max_measurements = 6;  // measured steps per (model, configuration)
   int threads = 0;           // intra-op threads of profiles and one-device steps; 0: all
+  // Every (model, configuration) is searched in each precision: fp32 and bf16 rows side by side.
+  std::vector<Precision> precisions = {Precision::kFp32};
 
   // The budget of `model`: its own, or budget_bytes.
   int64_t budget_for(const MaxSizeModel& model) const;
@@ -99,6 +102,7 @@ struct MaxSizeStep {
 struct MaxSizeRow {
   std::string model;
   std::string config;
+  Precision precision = Precision::kFp32;
   int64_t partitions = 1;
   int64_t chunks = 1;
   std::string checkpoint;
@@ -138,9 +142,11 @@ struct MaxSizeResult {
 // too small for even the smallest size of a model in a configuration, naming both.
 MaxSizeResult run_max_size(const MaxSizeOptions& options);
 
-// Parameters of the row with `config` divided by those of the row with `base` for `model`.
+// Parameters of the row with `config` divided by those of the row with `base` for `model`, both
+// in `precision`.
 std::optional<double> parameter_ratio(const MaxSizeResult& result, const std::string& model,
-                                      const std::string& config, const std::string& base);
+                                      const std::string& config, const std::string& base,
+                                      Precision precision = Precision::kFp32);
 
 nlohmann::json to_json(const MaxSizeResult& result);
 std::string to_markdown(const MaxSizeResult& result);

@@ -35,6 +35,7 @@ nlohmann::json row_json(const MaxSizeRow& r) {
   }
   return {{"model", r.model},
           {"config", r.config},
+          {"precision", to_string(r.precision)},
           {"partitions", r.partitions},
           {"chunks", r.chunks},
           {"checkpoint", r.checkpoint},
@@ -94,13 +95,21 @@ nlohmann::json to_json(const MaxSizeResult& result) {
   nlohmann::json models = nlohmann::json::array();
   for (const auto& m : o.models)
     models.push_back(model_json(m, o));
+  // By model (fp32, the paper's precision), and by model and precision.
   nlohmann::json ratios = nlohmann::json::object();
-  for (const auto& m : o.models) {
-    const auto p1 = parameter_ratio(result, m.base.name(), "pipeline-1", "naive-1");
-    const auto p8 = parameter_ratio(result, m.base.name(), "pipeline-8", "pipeline-1");
-    ratios[m.base.name()] = {
-        {"pipeline-1 / naive-1", p1 ? nlohmann::json(*p1) : nlohmann::json()},
-        {"pipeline-8 / pipeline-1", p8 ? nlohmann::json(*p8) : nlohmann::json()}};
+  nlohmann::json precision_ratios = nlohmann::json::object();
+  std::vector<std::string> precisions;
+  for (const auto p : o.precisions) {
+    precisions.push_back(to_string(p));
+    for (const auto& m : o.models) {
+      const auto p1 = parameter_ratio(result, m.base.name(), "pipeline-1", "naive-1", p);
+      const auto p8 = parameter_ratio(result, m.base.name(), "pipeline-8", "pipeline-1", p);
+      const nlohmann::json entry = {
+          {"pipeline-1 / naive-1", p1 ? nlohmann::json(*p1) : nlohmann::json()},
+          {"pipeline-8 / pipeline-1", p8 ? nlohmann::json(*p8) : nlohmann::json()}};
+      precision_ratios[to_string(p)][m.base.name()] = entry;
+      if (p == Precision::kFp32) ratios[m.base.name()] = entry;
+    }
   }
   return {{"preset", o.preset},
           {"command", result.command},
@@ -110,14 +119,19 @@ nlohmann::json to_json(const MaxSizeResult& result) {
           {"optimizer", o.optimizer},
           {"max_measurements", o.max_measurements},
           {"configs", o.configs},
+          {"precisions", precisions},
           {"models", models},
           {"machine", result.machine},
           {"seconds", result.seconds},
           {"parameter_ratios", ratios},
+          {"parameter_ratios_by_precision", precision_ratios},
           {"rows", rows}};
 }
 
 namespace {
+
+void ratio_lines(std::ostringstream& out, const MaxSizeResult& result, const MaxSizeModel& m,
+                 Precision precision);
 
 // A model's section: its knobs and budget, the table of its configurations beside the paper's,
 // and the parameter ratios.
@@ -141,18 +155,20 @@ void model_section(std::ostringstream& out, const MaxSizeResult& result, const M
   out << "; budget **" << format_bytes(static_cast<double>(o.budget_for(m)))
       << " per device**.\n\n";
   const int64_t per_parameter = bytes_per_parameter(resolve_optimizer(o.optimizer, m.base.name()));
-  TextTable table({"config", amoeba ? "(L, D)" : "L", "parameters",
-                   c10::str("parameter memory (", per_parameter, " B a parameter)"),
-                   "parameters + gradients + optimizer state", "peak activation memory",
-                   "peak per device", "balance", "paper size", "paper parameters",
-                   "paper parameter memory", "paper peak activation"},
-                  {false, false, true, true, true, true, false, false, false, true, true, true});
+  TextTable table(
+      {"config", "precision", amoeba ? "(L, D)" : "L", "parameters",
+       c10::str("parameter memory (", per_parameter, " B a parameter)"),
+       "parameters + gradients + optimizer state", "peak activation memory", "peak per device",
+       "balance", "paper size", "paper parameters", "paper parameter memory",
+       "paper peak activation"},
+      {false, false, false, true, true, true, true, false, false, false, true, true, true});
   for (const auto& r : result.rows) {
     if (r.model != m.base.name()) continue;
     std::vector<std::string> peaks;
     for (int64_t b : r.peak_bytes_per_device)
       peaks.push_back(format_bytes(static_cast<double>(b)));
-    table.add_row({r.config, r.size, format_count(static_cast<double>(r.parameters)),
+    table.add_row({r.config, to_string(r.precision), r.size,
+                   format_count(static_cast<double>(r.parameters)),
                    format_bytes(static_cast<double>(r.parameters * r.bytes_per_parameter)),
                    format_bytes(static_cast<double>(r.state_bytes())),
                    format_bytes(static_cast<double>(r.peak_activation_bytes())),
@@ -162,40 +178,49 @@ void model_section(std::ostringstream& out, const MaxSizeResult& result, const M
                    r.paper ? fixed(r.paper->activation_gb, 2) + " GB" : "-"});
   }
   out << table.markdown() << "\n";
-  const auto p1 = parameter_ratio(result, m.base.name(), "pipeline-1", "naive-1");
-  const auto p8 = parameter_ratio(result, m.base.name(), "pipeline-8", "pipeline-1");
+  for (const auto p : o.precisions)
+    ratio_lines(out, result, m, p);
+  out << "\n";
+}
+
+// The parameter ratios of model `m`'s rows in `precision`, beside the paper's.
+void ratio_lines(std::ostringstream& out, const MaxSizeResult& result, const MaxSizeModel& m,
+                 Precision precision) {
+  const auto p1 = parameter_ratio(result, m.base.name(), "pipeline-1", "naive-1", precision);
+  const auto p8 = parameter_ratio(result, m.base.name(), "pipeline-8", "pipeline-1", precision);
+  const std::string in = result.options.precisions.size() > 1 ? " in " + to_string(precision) : "";
   const auto paper_p1 = paper_table1_entry(m.base.name(), "pipeline-1");
   const auto paper_n1 = paper_table1_entry(m.base.name(), "naive-1");
   const auto paper_p8 = paper_table1_entry(m.base.name(), "pipeline-8");
   if (p1) {
-    out << "- pipeline-1 / naive-1 parameters: **" << fixed(*p1, 2) << "x**";
+    out << "- pipeline-1 / naive-1 parameters" << in << ": **" << fixed(*p1, 2) << "x**";
     if (paper_p1 && paper_n1) {
       out << " (paper: " << fixed(paper_p1->parameters / paper_n1->parameters, 1) << "x)";
     }
     out << "\n";
   }
   if (p8) {
-    out << "- pipeline-8 / pipeline-1 parameters: **" << fixed(*p8, 2) << "x**";
+    out << "- pipeline-8 / pipeline-1 parameters" << in << ": **" << fixed(*p8, 2) << "x**";
     if (paper_p8 && paper_p1) {
       out << " (paper: " << fixed(paper_p8->parameters / paper_p1->parameters, 1) << "x)";
     }
     out << "\n";
   }
-  out << "\n";
 }
 
 }  // namespace
 
 std::string to_csv(const MaxSizeResult& result) {
-  TextTable table({"model", "config", "size", "layers", "filters", "parameters", "parameter_bytes",
-                   "bytes_per_parameter", "state_bytes", "peak_activation_bytes",
+  TextTable table({"model", "config", "precision", "size", "layers", "filters", "parameters",
+                   "parameter_bytes", "bytes_per_parameter", "state_bytes", "peak_activation_bytes",
                    "peak_bytes_per_device", "balance", "budget_bytes", "paper_size",
                    "paper_parameters"});
   for (const auto& r : result.rows) {
     std::vector<std::string> peaks;
     for (int64_t b : r.peak_bytes_per_device)
       peaks.push_back(std::to_string(b));
-    table.add_row({r.model, r.config, r.size, std::to_string(models::int_knob(r.chosen, "layers")),
+    table.add_row({r.model, r.config, to_string(r.precision), r.size,
+                   std::to_string(models::int_knob(r.chosen, "layers")),
                    is_amoebanet(r.model) ? std::to_string(r.chosen.amoebanet().filters()) : "",
                    std::to_string(r.parameters), std::to_string(r.parameter_bytes),
                    std::to_string(r.bytes_per_parameter), std::to_string(r.state_bytes()),
@@ -233,18 +258,26 @@ std::string to_markdown(const MaxSizeResult& result) {
          "to measure. The paper's columns are GPipe's own Table 1 (AmoebaNet-D: "
       << paper_table1_hardware("amoebanet-d")
       << ", image 224, mini-batch 128; Transformer-L: " << paper_table1_hardware("transformer-l")
-      << ", pipeline-1/8/32/128 only), not ours.\n\n";
+      << ", pipeline-1/8/32/128 only), not ours.";
+  if (o.precisions.size() > 1 || o.precisions.front() != Precision::kFp32) {
+    out << " Each configuration is searched in each precision of the `precision` column: fp32 is "
+           "the paper's; under bf16 the stages compute and send bf16 while parameters, gradients "
+           "and optimizer state stay fp32, so the state column is the same and the activations "
+           "shrink.";
+  }
+  out << "\n\n";
   for (const auto& m : o.models)
     model_section(out, result, m);
   out << "## Search\n\nEach row's measured steps, in order (predicted: costs/memory.h's replay "
          "before "
          "calibration; scale: measured / predicted of the step before).\n\n";
-  TextTable search(
-      {"model", "config", "size", "parameters", "predicted x scale", "measured", "fits"},
-      {false, false, false, true, true, true, false});
+  TextTable search({"model", "config", "precision", "size", "parameters", "predicted x scale",
+                    "measured", "fits"},
+                   {false, false, false, false, true, true, true, false});
   for (const auto& r : result.rows) {
     for (const auto& s : r.search) {
-      search.add_row({r.model, r.config, s.size, format_count(static_cast<double>(s.parameters)),
+      search.add_row({r.model, r.config, to_string(r.precision), s.size,
+                      format_count(static_cast<double>(s.parameters)),
                       format_bytes(s.predicted_bytes * s.scale), format_bytes(s.measured_bytes),
                       s.fits ? "yes" : "no"});
     }

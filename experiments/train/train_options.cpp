@@ -59,7 +59,7 @@ nlohmann::json TrainOptions::to_json() const {
       {"lr_schedule", lr_schedule},
       {"warmup_steps", warmup_steps},
       {"grad_clip", grad_clip},
-      {"precision", to_string(precision)},
+      {"precision", to_string(shape.precision)},
       {"settings",
        [this] {
          nlohmann::json out = nlohmann::json::object();
@@ -112,7 +112,7 @@ std::vector<Setting> settings_of(const TrainOptions& o) {
       {"--lr-decay-epochs", o.lr_decay_epochs},
       {"--min-lr", o.min_lr},
       {"--grad-clip", o.grad_clip},
-      {"--precision", to_string(o.precision)},
+      {"--precision", to_string(o.shape.precision)},
       {"--sync-batchnorm", o.sync_batchnorm},
   };
   for (const auto& [flag, value] : kept)
@@ -290,13 +290,14 @@ void add_training_flags(CLI::App& app, TrainOptions& o) {
   opt(app, train, "--grad-clip", o.grad_clip, "clip the global gradient norm (0: off)")
       ->check(cli::finite_range(0, 1e30));
   app.add_option_function<std::string>(
-         "--precision", [&o](const std::string& text) { o.precision = parse_precision(text); },
+         "--precision",
+         [&o](const std::string& text) { o.shape.precision = parse_precision(text); },
          "what the stages compute in and send between devices: fp32 | bf16 | fp16. Master "
          "weights, optimizer, BatchNorm statistics and loss stay fp32. bf16 has fp32's range and "
          "needs no loss scaling; fp16 scales the loss dynamically (from 65536, halved on an "
          "overflow anywhere, which skips that step on every device; doubled after 2000 clean "
          "steps; kept in snapshots). fp16 on CPU needs the LibTorch 2.x build")
-      ->default_str(to_string(o.precision))
+      ->default_str(to_string(o.shape.precision))
       ->check(cli::parsed_by([](const std::string& v) { parse_precision(v); }))
       ->group(train);
   opt(app, train, "--eval-every", o.eval_every,
@@ -377,7 +378,7 @@ void check_train_options(const TrainOptions& o) {
               o.comm_timeout);
   const std::vector<std::string> cpu{"cpu"};
   for (const auto& device : o.shape.devices.empty() ? cpu : o.shape.devices)
-    check_precision_supported(o.precision, DeviceSpec::parse(device));
+    check_precision_supported(o.shape.precision, DeviceSpec::parse(device));
   GPIPE_CHECK(o.label_smoothing >= 0 && o.label_smoothing < 1, ConfigError,
               "--label-smoothing must be in [0, 1), got ", o.label_smoothing);
   GPIPE_CHECK(o.min_lr <= o.optimizer.lr(), ConfigError, "--min-lr ", o.min_lr, " exceeds --lr ",

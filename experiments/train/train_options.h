@@ -33,8 +33,8 @@ struct TrainOptions {
   std::string class_subset;     // "0-4": only these classes, relabelled 0..n-1 (empty: all)
   int64_t eval_batch_size = 0;  // 0: --batch-size
 
-  // Pipeline: K, M, schedule, v, re-materialisation, balances, devices, threads (R comes from
-  // the world of a distributed run).
+  // Pipeline: K, M, schedule, v, re-materialisation, balances, devices, threads, precision (R
+  // comes from the world of a distributed run; --precision is a Training flag).
   PipelineShape shape;
   std::string balance_by = "params";  // when shape has no balance
   // "auto": the best plan of gpipe_plan (plan/planner.h) for memory_per_device sets `shape`.
@@ -65,8 +65,6 @@ struct TrainOptions {
   double lr_decay_epochs = 2.4;
   double min_lr = 0.0;  // cosine floor
   double grad_clip = 0.0;
-  // What the stages compute in (gpipe/precision.h); fp16 scales its loss (gpipe/loss_scaler.h).
-  Precision precision = Precision::kFp32;
 
   // Evaluation of the test split, every N epochs and at the end (0: only at the end).
   int64_t eval_every = 1;

@@ -33,7 +33,7 @@ plan::PlanRequest plan_request(const TrainOptions& options) {
 plan::CostBook cost_book(const TrainOptions& options, const plan::PlanRequest& request,
                          const std::string& cache) {
   return plan::CostBook(options.model, make_optimizer_factory(options), cache, options.seed,
-                        request.devices);
+                        request.devices, options.shape.precision);
 }
 
 std::string nothing_fits(const plan::SearchResult& result, const plan::PlanRequest& request) {

@@ -7,6 +7,8 @@ namespace gpipe::train {
 
 void TrainResult::record_step(const StepStats& last, int64_t examples_loaded, bool replicated) {
   examples_loaded_per_rank.push_back(examples_loaded);
+  sent_bytes_per_step = last.sent_bytes;
+  if (last.skipped) ++skipped_steps;
   if (replicated) {
     grad_reduce_ms.push_back(last.grad_reduce.reduce_ms);
     grad_reduce_exposed_ms.push_back(last.grad_reduce.exposed_ms);
@@ -56,6 +58,8 @@ nlohmann::json TrainResult::to_json() const {
           {"examples_loaded_per_rank", examples_loaded_per_rank},
           {"grad_reduce_ms", grad_reduce_ms},
           {"grad_reduce_exposed_ms", grad_reduce_exposed_ms},
+          {"sent_bytes_per_step", sent_bytes_per_step},
+          {"skipped_steps", skipped_steps},
           {"last_snapshot", last_snapshot}};
 }
 

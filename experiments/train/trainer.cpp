@@ -147,7 +147,6 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   pipe_options.seed(o.seed)
       .bucket_mb(o.bucket_mb)
       .sync_batchnorm(o.sync_batchnorm)
-      .precision(o.precision)
       .measure_memory(true);  // summary.json reports every device's peak
   const LossFn loss =
       o.label_smoothing > 0 ? cross_entropy_loss(o.label_smoothing) : builder_->loss();

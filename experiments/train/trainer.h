@@ -51,6 +51,10 @@ struct TrainResult {
   std::vector<int64_t> examples_loaded_per_rank;
   std::vector<double> grad_reduce_ms;
   std::vector<double> grad_reduce_exposed_ms;
+  // Bytes this process sent between devices in the last step (activations and gradients), and
+  // the steps a loss scaler skipped for an overflow.
+  int64_t sent_bytes_per_step = 0;
+  int64_t skipped_steps = 0;
 
   // Records the step just run (after step_seconds): its memory peaks, examples loaded and,
   // with replicas, the gradient all-reduce's figures.

@@ -10,6 +10,8 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
+
 #include <vector>
 
 #include "gpipe/grad_reducer.h"
@@ -32,6 +34,8 @@ struct StepData {
   std::vector<double> weights;
   // Told when each stage's gradients become final (data-parallel training only).
   GradientReducer* reducer = nullptr;
+  // When set, counts the bytes of every message sent from one device to another.
+  std::atomic<int64_t>* sent_bytes = nullptr;
 };
 
 // Runs device `device`'s list of the lowered `schedule`. `stages[s]` is virtual stage s when this

@@ -5,7 +5,8 @@
 // GPIPE_FAULT_INJECT=<fault> (every process) or <fault>@<rank> (that rank only), and the code at
 // the fault's site asks here. The faults: crash-during-save and slow-save (a 200 ms pause with
 // the snapshot half written; train/snapshot_manager.cpp), bad-header and wrong-shape
-// (process_group_transport.cpp).
+// (process_group_transport.cpp), overflow-step-N (the loss scaler's verdict in step N is an
+// overflow; pipeline.cpp).
 #pragma once
 
 #include <cstdlib>

@@ -122,6 +122,8 @@ struct StepStats {
   std::vector<int64_t> peak_bytes;
   std::vector<int64_t> peak_activation_bytes;
   GradReduceStats grad_reduce;  // the data-parallel all-reduce (zero without)
+  // Bytes this process's devices sent to other devices: activations forward, gradients back.
+  int64_t sent_bytes = 0;
   // The loss scale the step's backward ran with (1 without a scaler), and whether an overflow
   // on some stage of some replica skipped the update everywhere.
   double loss_scale = 1.0;

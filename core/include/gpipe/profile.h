@@ -15,6 +15,7 @@
 #include "gpipe/device.h"
 #include "gpipe/layer.h"
 #include "gpipe/partition.h"
+#include "gpipe/precision.h"
 
 namespace gpipe {
 
@@ -53,6 +54,9 @@ struct ProfileOptions {
   // (the median of three lies between any two of them), and a big layer on a quiet machine costs
   // about a quarter less (one timed run of three; the warm-up stays).
   TORCH_ARG(double, settle) = 0;
+  // What the layers compute in: each forward runs under autocast as a stage's does, so times
+  // and bytes are those of that precision (precision.h).
+  TORCH_ARG(Precision, precision) = Precision::kFp32;
 };
 
 // Profiles `layers` in training mode on `sample` (one micro-batch) on `device`.

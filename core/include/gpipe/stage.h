@@ -79,7 +79,8 @@ class Stage {
   // Synchronised BatchNorm: this stage's BatchNorm layers sum their statistics over the
   // replicas through `replicas` (null: per replica, the default).
   void set_batchnorm_replicas(StepCollectives* replicas) { batchnorm_replicas_ = replicas; }
-  // The dtype F and R compute in (fp32 by default).
+  // The dtype F and R compute in (fp32 by default). The first forward under bf16 or fp16 warns
+  // once (spdlog) naming the layers whose outputs are still fp32.
   void set_precision(Precision precision) { precision_ = precision; }
   Precision precision() const { return precision_; }
   // The factor B multiplies the loss by (last stage; loss_scaler.h). The loss sum stays unscaled.
@@ -118,6 +119,7 @@ class Stage {
   std::vector<StepObserver*> observers_;
   StepCollectives* batchnorm_replicas_ = nullptr;
   Precision precision_ = Precision::kFp32;
+  bool precision_checked_ = false;  // the once-per-stage report of layers that stay fp32
   double loss_scale_ = 1.0;
 
   int64_t step_ = 0;
