@@ -59,8 +59,13 @@ std::unique_ptr<torch::optim::Optimizer> make_sgd(std::vector<torch::Tensor> par
 // The same layers as a plain LibTorch training loop: micro-batches in sequence, one SGD step.
 class PlainLoop {
  public:
-  PlainLoop(const ModelBuilder& builder, const torch::Device& device, int64_t chunks)
-      : layers_(builder.build()), loss_(builder.loss()), device_(device), chunks_(chunks) {
+  PlainLoop(const ModelBuilder& builder, const torch::Device& device, int64_t chunks,
+            gpipe::Precision precision)
+      : layers_(builder.build()),
+        loss_(builder.loss()),
+        device_(device),
+        chunks_(chunks),
+        precision_(precision) {
     std::vector<torch::Tensor> params;
     for (auto& layer : layers_) {
       layer->to(device_);
@@ -77,8 +82,13 @@ class PlainLoop {
     torch::Tensor total = torch::zeros({}, torch::TensorOptions().device(device_));
     for (size_t m = 0; m < inputs.size(); ++m) {
       gpipe::Activations x{inputs[m]};
-      for (const auto& layer : layers_)
-        x = layer->forward(x);
+      {
+        // As torch.autocast around the forward: the loss takes the logits in fp32.
+        gpipe::AutocastGuard autocast(precision_, device_.type());
+        for (const auto& layer : layers_)
+          x = layer->forward(x);
+      }
+      if (precision_ != gpipe::Precision::kFp32) x = gpipe::cast_floating(x, torch::kFloat);
       const double share = static_cast<double>(inputs[m].size(0)) / input.size(0);
       auto loss = loss_(x, targets[m]) * share;
       loss.backward();
@@ -93,6 +103,7 @@ class PlainLoop {
   gpipe::LossFn loss_;
   torch::Device device_;
   int64_t chunks_;
+  gpipe::Precision precision_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
 };
 
@@ -259,6 +270,7 @@ struct Settings {
   int64_t partitions = 1;
   std::string schedule = "gpipe";
   std::string balance_by = "params";
+  gpipe::Precision precision = gpipe::Precision::kFp32;  // of both contenders
   int64_t batch_size = 64;
   std::vector<int64_t> chunks{1, 4, 8};
   std::vector<std::string> inputs{"host", "resident"};
@@ -283,12 +295,14 @@ gpipe::PipelineOptions engine_options(const Settings& s, const gpipe::models::Mo
       s.partitions == 1 ? std::vector<int64_t>{builder.num_layers()}
                         : gpipe::auto_balance(
                               builder.build(), s.partitions, gpipe::parse_balance_by(s.balance_by),
-                              {gpipe::split_microbatches(input, chunks).front()}, device);
+                              {gpipe::split_microbatches(input, chunks).front()}, device,
+                              gpipe::ProfileOptions().precision(s.precision));
   return gpipe::PipelineOptions(balance)
       .devices(devices)
       .chunks(chunks)
       .schedule(gpipe::parse_schedule_kind(s.schedule))
       .threads_per_device(s.threads)
+      .precision(s.precision)
       .checkpoint(gpipe::Checkpoint::kNever);
 }
 
@@ -320,7 +334,7 @@ std::vector<Row> measure(const Settings& s) {
       const auto& x = host ? batch.input : resident_input;
       const auto& y = host ? batch.target : resident_target;
       if (runs(s, "plain")) {
-        PlainLoop plain(*builder, device, row.chunks);
+        PlainLoop plain(*builder, device, row.chunks, s.precision);
         time_steps([&] { plain.step(x, y); }, device, s.warmup, s.steps, row.plain_ms, tally.get(),
                    row.plain_ops);
       }
@@ -352,6 +366,7 @@ nlohmann::json report_settings(const Settings& s) {
           {"device", s.device},
           {"contenders", s.contenders},
           {"threads", s.threads},
+          {"precision", gpipe::to_string(s.precision)},
           {"partitions", s.partitions},
           {"schedule", s.schedule},
           {"balance_by", s.balance_by},
@@ -400,12 +415,8 @@ nlohmann::json op_profile(const Settings& s, const std::vector<Row>& rows) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  Settings s;
-  CLI::App app{
-      "The engine (K stages, M micro-batches) against a plain LibTorch loop of the same "
-      "layers, with the input placed alike for both; prints median ms per step and plain / "
-      "engine"};
+// Declares every flag of the program into `s`.
+static void add_flags(CLI::App& app, Settings& s) {
   gpipe::models::add_model_flags(app, s.model);
   app.add_option("--device", s.device, "cpu or cuda:N")->capture_default_str();
   app.add_option("--contenders", s.contenders,
@@ -428,6 +439,13 @@ int main(int argc, char** argv) {
   app.add_option("--balance-by", s.balance_by, "the engine's balance for K > 1")
       ->check(CLI::IsMember({"params", "time"}))
       ->capture_default_str();
+  app.add_option_function<std::string>(
+         "--precision",
+         [&s](const std::string& text) { s.precision = gpipe::parse_precision(text); },
+         "what both contenders compute in: fp32 | bf16 | fp16 (the plain loop under autocast, "
+         "the loss in fp32, as the engine)")
+      ->default_str("fp32")
+      ->check(gpipe::parsed_by([](const std::string& v) { gpipe::parse_precision(v); }));
   app.add_option("--batch-size", s.batch_size, "samples per step")
       ->check(gpipe::int_range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
@@ -453,9 +471,19 @@ int main(int argc, char** argv) {
                  "write each contender's self time per operator (ATen operators and autograd "
                  "nodes, every thread, per timed step) here; the steps are then timed with the "
                  "profiler's cost in them");
+}
+
+int main(int argc, char** argv) {
+  Settings s;
+  CLI::App app{
+      "The engine (K stages, M micro-batches) against a plain LibTorch loop of the same "
+      "layers, with the input placed alike for both; prints median ms per step and plain / "
+      "engine"};
+  add_flags(app, s);
   if (auto code = gpipe::parse_command_line(app, argc, argv)) return *code;
   try {
-    gpipe::DeviceSpec::parse(s.device);  // names a bad or missing device before any work
+    // Names a bad or missing device, or a precision it cannot compute, before any work.
+    gpipe::check_precision_supported(s.precision, gpipe::DeviceSpec::parse(s.device));
     for (const auto m : s.chunks)
       GPIPE_CHECK(s.batch_size % m == 0, gpipe::ConfigError, "--batch-size ", s.batch_size,
                   " does not split into --chunks ", m, " equal micro-batches");

@@ -22,16 +22,20 @@
 #      batch 1024) at M = 1, 4, 8 (engine_overhead);
 #   3. the same MLP as a PyTorch eager loop in the machine's python3 (scripts/eager_reference.py);
 #   4. AmoebaNet-D and Transformer-L, the engine at K=1 M=1 against the plain loop;
-#   5. gpipe_train on synthetic data for the quick presets (fashion-mnist-cpu's AmoebaNet-D,
-#      transformer-cpu), two stages on cuda:0, with step time and peak memory per device;
-#   6. summary.md and summary.json.
+#   5. bf16: AmoebaNet-D and Transformer-L, the engine at K=1 M=1 against the plain loop, both
+#      under autocast (engine_overhead --precision bf16), and Transformer-L and the MLP as PyTorch
+#      eager loops under torch.autocast (scripts/eager_reference.py --precision bf16);
+#   6. gpipe_train on synthetic data for the quick presets (fashion-mnist-cpu's AmoebaNet-D,
+#      transformer-cpu), two stages on cuda:0, in fp32 and in bf16, with step time, peak memory
+#      per device and the bytes sent between the stages;
+#   7. summary.md and summary.json.
 # A dry run does all of it on the CPU with small sizes, so every step but the GPU's own is
 # exercised here; its summary says so. Everything lands in DIR (default results/gpu, for a dry
 # run results/gpu_dry_run), with gpu_check.log and the commands in commands.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; }
 out=""
 pack=0
 dry=0
@@ -160,10 +164,30 @@ record "$bin/engine_overhead" --model transformer-l "${transformer[@]}" --device
   --chunks 1 "${timing[@]}" --json "$out/engine_overhead_transformer-l.json" ||
   fail "engine_overhead transformer-l"
 
-step "gpipe_train on synthetic data, the quick presets"
+step "bf16: the paper's models, engine K=1 M=1 against the plain loop, both under autocast"
+for model in amoebanet-d transformer-l; do
+  [[ $model == amoebanet-d ]] && sizes=("${amoebanet[@]}") || sizes=("${transformer[@]}")
+  record "$bin/engine_overhead" --model "$model" "${sizes[@]}" --device "$device" --chunks 1 \
+    --precision bf16 "${timing[@]}" --json "$out/engine_overhead_${model}_bf16.json" ||
+    fail "engine_overhead $model --precision bf16"
+done
+
+step "bf16: PyTorch eager under torch.autocast, Transformer-L and the MLP"
+record "$python" scripts/eager_reference.py --device "$device" --model transformer-l \
+  --precision bf16 "${transformer[@]}" --chunks 1 "${timing[@]}" \
+  --json "$out/eager_transformer-l_bf16.json" || fail "eager_reference.py transformer-l bf16"
+record "$python" scripts/eager_reference.py --device "$device" --precision bf16 "${mlp[@]}" \
+  --chunks 1,4,8 "${timing[@]}" --json "$out/eager_mlp_bf16.json" ||
+  fail "eager_reference.py mlp bf16"
+
+step "gpipe_train on synthetic data, the quick presets, fp32 and bf16"
 for preset in fashion-mnist-cpu transformer-cpu; do
-  record "$bin/gpipe_train" --preset "$preset" --dataset synthetic "${train[@]}" --eval-every -1 \
-    --log-every 10 --json "$out/train_$preset.json" || fail "gpipe_train --preset $preset"
+  for precision in fp32 bf16; do
+    record "$bin/gpipe_train" --preset "$preset" --dataset synthetic "${train[@]}" \
+      --precision "$precision" --eval-every -1 --log-every 10 \
+      --json "$out/train_${preset}_$precision.json" ||
+      fail "gpipe_train --preset $preset --precision $precision"
+  done
 done
 
 step "summary"

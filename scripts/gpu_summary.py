@@ -80,6 +80,28 @@ def models_section(runs):
     return lines
 
 
+def ratio(top, bottom):
+    return f"{top / bottom:.3f}" if top else "-"
+
+
+def bf16_section(engine, eager):
+    """The paper's models in bf16: the engine and the plain loop under autocast, and PyTorch
+    eager under torch.autocast where the check ran it."""
+    lines = ["## bf16: engine, plain LibTorch and PyTorch eager under autocast, K=1 M=1", "",
+             "| model | batch | input | PyTorch eager ms | plain ms | engine ms | "
+             "plain / engine | eager / engine |", "|---|---|---|---|---|---|---|---|"]
+    for name, run in engine.items():
+        eager_ms = {(r["chunks"], r["input"]): r["ms_median"]
+                    for r in (eager.get(name) or {}).get("rows", [])}
+        for row in run["rows"]:
+            e = eager_ms.get((row["chunks"], row["input"]))
+            lines.append(f"| {name} | {run['batch_size']} | {row['input']} | "
+                         f"{f'{e:.3f}' if e else '-'} | {row['plain_ms_median']:.3f} | "
+                         f"{row['engine_ms_median']:.3f} | {row['plain_over_engine']:.3f} | "
+                         f"{ratio(e, row['engine_ms_median'])} |")
+    return lines
+
+
 def two_stage_section(runs):
     lines = ["## The paper's models trained as two stages on one GPU (the CUDA test)", "",
              "| model | batch | M | first loss | last loss | median step ms | peak bytes per stage |",
@@ -94,13 +116,14 @@ def two_stage_section(runs):
 
 def train_section(runs):
     lines = ["## gpipe_train on synthetic data (the quick presets)", "",
-             "| preset | balance | steps | median step s | samples/s | last loss | "
-             "peak bytes per device |", "|---|---|---|---|---|---|---|"]
+             "| preset and precision | balance | steps | median step s | samples/s | last loss | "
+             "peak bytes per device | sent bytes per step |", "|---|---|---|---|---|---|---|---|"]
     for preset, run in runs.items():
         median = statistics.median(run["step_seconds"]) if run["step_seconds"] else float("nan")
         lines.append(f"| {preset} | {run['balance']} | {run['steps']} | {median:.4f} | "
                      f"{run['throughput_samples_per_s']:.1f} | {run['losses'][-1]:.4f} | "
-                     f"{run['peak_memory_bytes_per_device']} |")
+                     f"{run['peak_memory_bytes_per_device']} | "
+                     f"{run.get('sent_bytes_per_step', '-')} |")
     return lines
 
 
@@ -115,6 +138,10 @@ def main():
     engine_mlp, eager = load(folder, "engine_overhead_mlp.json"), load(folder, "eager_mlp.json")
     models = {m: load(folder, f"engine_overhead_{m}.json") for m in ("amoebanet-d", "transformer-l")}
     models = {m: run for m, run in models.items() if run}
+    bf16 = {m: load(folder, f"engine_overhead_{m}_bf16.json")
+            for m in ("amoebanet-d", "transformer-l")}
+    bf16 = {m: run for m, run in bf16.items() if run}
+    eager_bf16 = {m: load(folder, f"eager_{m}_bf16.json") for m in ("transformer-l", "mlp")}
     two_stage = {m: load(folder, f"{m}.json") for m in ("amoebanet-d", "transformer-l")}
     two_stage = {m: run for m, run in two_stage.items() if run}
     train = {p.stem.replace("train_", ""): json.loads(p.read_text())
@@ -132,6 +159,8 @@ def main():
         lines += mlp_section(engine_mlp, eager) + [""]
     if models:
         lines += models_section(models) + [""]
+    if bf16:
+        lines += bf16_section(bf16, eager_bf16) + [""]
     if two_stage:
         lines += two_stage_section(two_stage) + [""]
     if train:
@@ -139,6 +168,7 @@ def main():
     (folder / "summary.md").write_text("\n".join(lines))
     summary = {"torch": args.torch, "dry_run": bool(args.dry_run), "tests": programs,
                "mlp": {"engine": engine_mlp, "eager": eager}, "models": models,
+               "bf16": {"engine": bf16, "eager": eager_bf16},
                "two_stage": two_stage, "train": train}
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print("\n".join(lines))

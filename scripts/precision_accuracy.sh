@@ -5,13 +5,20 @@
 # difference. Each run's own outputs go to results/precision/fashion_mnist_<precision>/.
 #
 #   scripts/precision_accuracy.sh [TRAINER FLAGS]   # e.g. --epochs 1 for a quick look
+#   scripts/precision_accuracy.sh --summary-only    # accuracy.md again from the two runs' outputs
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 build=${GPIPE_BUILD_DIR:-build}
 out=results/precision
 mkdir -p "$out"
+summary_only=0
+if [[ "${1:-}" == "--summary-only" ]]; then
+  summary_only=1
+  shift
+fi
 for precision in fp32 bf16; do
+  [[ $summary_only -eq 1 ]] && break
   echo "precision_accuracy: training in $precision ..."
   OMP_WAIT_POLICY=PASSIVE "$build/bin/gpipe_train" --preset fashion-mnist-cpu \
     --precision "$precision" --output-dir "$out/fashion_mnist_$precision" --overwrite-results \
@@ -19,14 +26,18 @@ for precision in fp32 bf16; do
 done
 python3 - "$out" "$*" <<'PY'
 import json, sys
-out, extra = sys.argv[1], sys.argv[2]
+out = sys.argv[1]
+extra = json.load(open(f"{out}/fashion_mnist_fp32/summary.json"))["command"]
 rows = {}
 for p in ("fp32", "bf16"):
     s = json.load(open(f"{out}/fashion_mnist_{p}/summary.json"))
     rows[p] = s
 def top1(s): return 100 * s["final_test_top1"]
 lines = ["# fashion-mnist-cpu in fp32 and bf16, same seed", "",
-         "Command: `scripts/precision_accuracy.sh" + (" " + extra if extra else "") + "`", "",
+         "Made by `scripts/precision_accuracy.sh` (each run's command is in its summary.json: "
+         f"`{extra}` and the same with `--precision bf16`). The two runs train one after the "
+         "other; samples/s is what each saw and says little of speed: the machine was shared "
+         "with builds (speed_memory.md measures speed in interleaved rounds).", "",
          "| precision | test top-1 % | test top-5 % | last loss | samples/s | parameter checksum |",
          "|---|---|---|---|---|---|"]
 for p, s in rows.items():

@@ -102,10 +102,11 @@ Activations Stage::run_layers(int64_t m, Activations x, bool recompute) {
     precision_checked_ = true;
     if (!fp32_layers.empty()) {
       spdlog::warn(
-          "stage {} under {}: {} return fp32: their last ops have no {} path under "
-          "autocast on {}, so they compute in fp32",
-          index_, to_string(precision_), c10::Join(", ", fp32_layers), to_string(precision_),
-          device_.str());
+          "stage {} under {} on {}: {} return fp32: each ends in an op autocast keeps in fp32 "
+          "(no {} rule, as an embedding lookup) or in a sum with such an operand (a residual), "
+          "so that work runs in fp32",
+          index_, to_string(precision_), device_.str(), c10::Join(", ", fp32_layers),
+          to_string(precision_));
     }
   }
   return x;

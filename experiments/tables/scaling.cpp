@@ -358,9 +358,9 @@ RawProfile profile_layers(const ScalingRun& run, const ModelRun& mr, int64_t M) 
                builder->num_layers(), micro, M);
   const auto layers = builder->build();
   const costs::CpuMeter cpu;
-  auto c =
-      costs::measure_layer_costs(layers, builder->sample_batch(micro, /*seed=*/2), builder->loss(),
-                                 run.profile_device, make_optimizer(mr.optimizer), options.profile);
+  auto c = costs::measure_layer_costs(
+      layers, builder->sample_batch(micro, /*seed=*/2), builder->loss(), run.profile_device,
+      make_optimizer(mr.optimizer), ProfileOptions(options.profile).precision(options.precision));
   double forward = c.loss_forward_ms, backward = c.loss_backward_ms, update = 0;
   for (int64_t i = 0; i < c.num_layers(); ++i) {
     forward += c.forward_ms[i];
@@ -455,7 +455,8 @@ double calibration_round(const ScalingRun& run, const ModelRun& mr,
                                                costs::CalibrationOptions()
                                                    .devices({options.device_type + ":0"})
                                                    .warmup(options.warmup_steps)
-                                                   .steps(options.calibration_steps));
+                                                   .steps(options.calibration_steps)
+                                                   .precision(options.precision));
   spdlog::info(
       "{}: a one-device step of M={} took {:.1f} ms, its projection {:.1f} ms: {:.3f} "
       "({:.1f} s)",
@@ -568,6 +569,7 @@ costs::TrainingMeasurement measure_once(const ScalingRun& run, const ModelRun& m
   shape.M = M;
   shape.checkpoint = options.checkpoint;
   shape.threads = 1;
+  shape.precision = options.precision;
   auto m = costs::measure_training(*mr.builder, mr.full_batch, shape, make_optimizer(mr.optimizer),
                                    options.warmup_steps, options.timed_steps, /*seed=*/1,
                                    measured_link.impose ? mr.link.link : LinkModel{});

@@ -53,6 +53,8 @@ struct ScalingOptions {
   std::string preset;
   std::vector<ScalingTableSpec> tables;
   Checkpoint checkpoint = Checkpoint::kAlways;  // GPipe re-materialises every micro-batch
+  // What every profile, calibration and measured step computes in.
+  Precision precision = Precision::kFp32;
   std::string optimizer = "auto";   // auto: RMSProp for AmoebaNet, Adam for the Transformer
   std::string device_type = "cpu";  // cpu: virtual devices cpu:0..; cuda: cuda:0..
   // Rows with K <= this are also measured; 0 means the devices this machine has (CPU cores or

@@ -115,7 +115,8 @@ void write_intro(std::ostream& out, const ScalingResult& result) {
       << result.machine.value("hardware_threads", 0) << " hardware threads (load average "
       << format_load(result.machine["load_average_before"]) << " before, "
       << format_load(result.machine["load_average_after"]) << " after). Re-materialisation `"
-      << to_string(o.checkpoint) << "`; optimizer `" << o.optimizer
+      << to_string(o.checkpoint) << "`; precision `" << to_string(o.precision) << "`; optimizer `"
+      << o.optimizer
       << "` (auto: RMSProp for AmoebaNet, Adam for the Transformer). The committed "
          "results/scaling_table.* come from results/scaling_table.sh.\n\n";
   out << "Speedup is throughput divided by the naive-2 baseline of the same source: measured rows "
@@ -319,6 +320,7 @@ nlohmann::json to_json(const ScalingResult& result) {
   return {{"preset", o.preset},
           {"command", result.command},
           {"checkpoint", to_string(o.checkpoint)},
+          {"precision", to_string(o.precision)},
           {"optimizer", o.optimizer},
           {"device_type", o.device_type},
           {"max_measured_k", result.max_measured_k},
