@@ -67,6 +67,14 @@ void Stage::clear() {
   loss_sum_ = torch::Tensor();
 }
 
+Activations Stage::entry_cast(const Activations& input) const {
+  // What arrived rounded to the compute dtype enters the layers as fp32, inside the graph (its
+  // gradient goes back in the compute dtype): within the stage, autocast decides each op's dtype
+  // as in the plain model, and ops that take fp32 parameters with an fp32 input (LibTorch 1.13's
+  // LayerNorm on a CPU) get one.
+  return precision_ == Precision::kFp32 ? input : cast_floating(input, torch::kFloat);
+}
+
 Activations Stage::boundary_cast(const Activations& output) const {
   // The last stage's outputs feed the loss (and the caller, in evaluation) in fp32.
   return cast_floating(output, is_last() ? torch::kFloat : compute_dtype(precision_));
@@ -115,7 +123,7 @@ Activations Stage::run_layers(int64_t m, Activations x, bool recompute) {
 void Stage::run_forward(Pending& p, int64_t m, bool recompute) {
   {
     AutocastGuard autocast(precision_, torch_device_.type());
-    p.output = run_layers(m, p.input, recompute);
+    p.output = run_layers(m, entry_cast(p.input), recompute);
   }
   if (precision_ != Precision::kFp32) p.output = boundary_cast(p.output);
   if (is_last() && p.loss_fn != nullptr) {
@@ -222,7 +230,7 @@ Activations Stage::infer(int64_t m, const Activations& input) {
   Activations output;
   {
     AutocastGuard autocast(precision_, torch_device_.type());
-    output = run_layers(m, to_device(input, torch_device_), /*recompute=*/false);
+    output = run_layers(m, entry_cast(to_device(input, torch_device_)), /*recompute=*/false);
   }
   return precision_ != Precision::kFp32 ? boundary_cast(output) : output;
 }

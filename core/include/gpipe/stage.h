@@ -7,8 +7,9 @@
 // CPU virtual devices, lets any schedule run, and works unchanged when stages are processes.
 //
 // Precision (precision.h): F and R run the layers under autocast; what leaves a stage is cast to
-// the compute dtype, the last stage's loss is computed in fp32 and its backward starts from the
-// loss times the loss scale (1 unless fp16 scales it).
+// the compute dtype (and back to fp32 as the next stage's layers take it, inside the graph, so
+// both the message and its gradient are half size), the last stage's loss is computed in fp32 and
+// its backward starts from the loss times the loss scale (1 unless fp16 scales it).
 //
 // Re-materialisation: a checkpointed forward runs under NoGradGuard and keeps only its input;
 // recompute(m) replays it with grad on (same RNG draws, BatchNorm statistics not counted again)
@@ -109,6 +110,8 @@ class Stage {
   Pending& pending(int64_t m);
   // A low-precision stage's outputs as they leave it: the compute dtype, fp32 from the last stage.
   Activations boundary_cast(const Activations& output) const;
+  // A low-precision stage's inputs as its layers take them: fp32.
+  Activations entry_cast(const Activations& input) const;
 
   int64_t index_;
   int64_t num_stages_;
