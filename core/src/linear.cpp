@@ -39,7 +39,9 @@ void accumulate_weight_grad(torch::Tensor weight, torch::Tensor bias, const torc
 // y = x W^T + b. Backward returns dx and adds dW, db to the parameters' .grad in place, each only
 // where the engine asks for it: a split B (backward_split.h) asks for dx alone, its W for dW and
 // db alone. Under autocast the forward computes in the autocast dtype (x and W cast here, as
-// the dispatcher would for torch::linear) and dx returns in x's own dtype.
+// the dispatcher would for torch::linear) and dx returns in x's own dtype. Only x is kept in
+// that dtype: the backward casts W again rather than keep a copy per micro-batch (with M
+// micro-batches in flight those copies were most of a Transformer's bf16 activation bytes).
 class FusedLinearFunction : public torch::autograd::Function<FusedLinearFunction> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input,
@@ -50,7 +52,6 @@ class FusedLinearFunction : public torch::autograd::Function<FusedLinearFunction
     const auto w = weight.to(dtype);
     ctx->save_for_backward({x});
     ctx->saved_data["weight"] = weight;
-    ctx->saved_data["compute_weight"] = w;
     ctx->saved_data["input_dtype"] = static_cast<int64_t>(input.scalar_type());
     ctx->saved_data["bias"] = bias;
     return torch::linear(x, w, bias ? bias->to(dtype) : torch::Tensor());
@@ -65,7 +66,7 @@ class FusedLinearFunction : public torch::autograd::Function<FusedLinearFunction
     torch::Tensor grad_input;
     if (ctx->needs_input_grad(0)) {
       const auto input_dtype = static_cast<c10::ScalarType>(ctx->saved_data["input_dtype"].toInt());
-      grad_input = grad.matmul(ctx->saved_data["compute_weight"].toTensor()).to(input_dtype);
+      grad_input = grad.matmul(weight.to(input.scalar_type())).to(input_dtype);
     }
     const bool weight_wanted = ctx->needs_input_grad(1);
     const bool bias_wanted = bias.defined() && ctx->needs_input_grad(2);
