@@ -29,9 +29,12 @@ Activations measure_output_bytes(const LayerList& layers, const Activations& inp
       x = layers[i]->forward(x);
     }
     const bool last = i + 1 == layers.size();
-    if (precision != Precision::kFp32)
-      x = cast_floating(x, last ? torch::kFloat : compute_dtype(precision));
-    costs.output_bytes.push_back(static_cast<double>(nbytes(x)));
+    // The next layer takes the output as it is (a stage's layers take its input as fp32).
+    const auto sent = precision == Precision::kFp32
+                          ? x
+                          : cast_floating(x, last ? torch::kFloat : compute_dtype(precision));
+    costs.output_bytes.push_back(static_cast<double>(nbytes(sent)));
+    if (last) return sent;
   }
   return x;
 }

@@ -293,6 +293,36 @@ TEST_F(PlanSearch, ARecomputingPlanIsScreenedWithTheNeverCalibrationUntilItsOwnI
   std::filesystem::remove(path);
 }
 
+// A book is of one precision: its costs are measured in it (a bf16 profile keeps fewer activation
+// bytes than fp32's), its cache entry is its own, and every plan it predicts carries it, so a
+// verify or --plan auto runs what was predicted.
+TEST_F(PlanSearch, EachPrecisionHasItsOwnCostsCacheEntryAndPlans) {
+  const auto path = std::filesystem::temp_directory_path() / "gpipe_plan_precision_test.json";
+  std::filesystem::remove(path);
+  CostBook fp32(mlp(), sgd(), path.string());
+  CostBook bf16(mlp(), sgd(), path.string(), 0, {}, Precision::kBf16);
+  EXPECT_EQ(bf16.precision(), Precision::kBf16);
+  const auto& a = fp32.at(8, 1).layers;
+  const auto& b = bf16.at(8, 1).layers;
+  double fp32_bytes = 0, bf16_bytes = 0;
+  for (int64_t i = 0; i + 1 < a.num_layers(); ++i) {
+    fp32_bytes += a.output_bytes[i];
+    bf16_bytes += b.output_bytes[i];
+  }
+  EXPECT_EQ(bf16_bytes * 2, fp32_bytes);                    // every boundary in bf16
+  EXPECT_EQ(b.output_bytes.back(), a.output_bytes.back());  // the logits stay fp32
+  auto request = cpu_request(2, 8);
+  request.max_chunks = 2;
+  const auto plans = search(bf16, request);
+  ASSERT_FALSE(plans.ranked.empty());
+  for (const auto& p : plans.ranked)
+    EXPECT_EQ(p.shape.precision, Precision::kBf16) << p.shape.describe();
+  CostBook cached(mlp(), sgd(), path.string(), 0, {}, Precision::kBf16);
+  cached.at(8, 1);
+  EXPECT_EQ(cached.measured(), 0) << "the bf16 entry was not cached apart";
+  std::filesystem::remove(path);
+}
+
 // A plan predicted from another calibration scales its compute by it (no link: the whole
 // pipeline and the optimizer step), the all-reduce apart.
 TEST_F(PlanSearch, APredictionScalesWithItsCalibration) {
