@@ -10,6 +10,13 @@
 namespace gpipe::testing {
 namespace {
 
+// A schedule's name as a test name ("zb-h1" -> "zb_h1").
+std::string schedule_name(const ::testing::TestParamInfo<ScheduleKind>& info) {
+  auto name = to_string(info.param);
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
 Pipeline::OptimizerFactory sgd(double lr = 0.1) {
   return [lr](std::vector<torch::Tensor> params) {
     return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr));
@@ -116,40 +123,7 @@ INSTANTIATE_TEST_SUITE_P(EveryFamily, Bf16Transparency,
                                            ScheduleKind::kZBH1, ScheduleKind::kInterleaved1F1B,
                                            ScheduleKind::kLoopedBFS, ScheduleKind::kZBV,
                                            ScheduleKind::kDualPipeV),
-                         [](const auto& info) {
-                           auto name = to_string(info.param);
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
-
-// The plain model's loss over M micro-batches under `precision`'s autocast (the logits in fp32),
-// gradients left in .grad: what a pipeline of `layers` computes, but for its boundary roundings.
-double plain_autocast_step(const LayerList& layers, const LossFn& loss, const torch::Tensor& input,
-                           const torch::Tensor& target, int64_t M,
-                           Precision precision = Precision::kBf16) {
-  OneIntraOpThread one_thread;
-  const auto inputs = split_microbatches(Activations{input}, M);
-  const auto targets = split_microbatches(target, M);
-  double total = 0;
-  for (int64_t m = 0; m < M; ++m) {
-    Activations x = inputs[m];
-    {
-      AutocastGuard autocast(precision, torch::kCPU);
-      for (size_t i = 0; i < layers.size(); ++i) {
-        LayerContext context;
-        context.microbatch = m;
-        context.layer = static_cast<int64_t>(i);
-        LayerContextGuard guard(&context);
-        x = layers[i]->forward(x);
-      }
-    }
-    auto value = loss(cast_floating(x, torch::kFloat), targets[m]) *
-                 (static_cast<double>(targets[m].size(0)) / static_cast<double>(target.size(0)));
-    value.backward();
-    total += value.item<double>();
-  }
-  return total;
-}
+                         schedule_name);
 
 class Bf16Transformer : public ::testing::TestWithParam<ScheduleKind> {};
 
@@ -169,9 +143,10 @@ TEST_P(Bf16Transformer, MatchesThePlainBf16ModelToBf16sRounding) {
   const auto batch = builder.sample_batch(8, 1);
   const auto loss = builder.loss();
   auto plain = builder.build();
-  const double plain_loss = plain_autocast_step(plain, loss, batch.input, batch.target, 4);
+  const double plain_loss =
+      plain_microbatched_step(plain, batch.input, batch.target, 4, 0, 0, Precision::kBf16, loss);
   auto fp32 = builder.build();
-  plain_autocast_step(fp32, loss, batch.input, batch.target, 4, Precision::kFp32);
+  plain_microbatched_step(fp32, batch.input, batch.target, 4, 0, 0, Precision::kFp32, loss);
   auto layers = builder.build();
   Pipeline pipe(layers,
                 PipelineOptions({4, 4})
@@ -201,11 +176,7 @@ TEST_P(Bf16Transformer, MatchesThePlainBf16ModelToBf16sRounding) {
 INSTANTIATE_TEST_SUITE_P(Schedules, Bf16Transformer,
                          ::testing::Values(ScheduleKind::kGPipe, ScheduleKind::kZBH1,
                                            ScheduleKind::kZBV),
-                         [](const auto& info) {
-                           auto name = to_string(info.param);
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+                         schedule_name);
 
 TEST(LossScaler, BacksOffOnOverflowAndGrowsAfterItsInterval) {
   LossScaler scaler(LossScaleOptions().init_scale(1024).growth_interval(3), /*enabled=*/true);
@@ -299,11 +270,7 @@ TEST_P(OverflowSkip, OneStagesOverflowSkipsTheStepOnEveryStage) {
 INSTANTIATE_TEST_SUITE_P(Families, OverflowSkip,
                          ::testing::Values(ScheduleKind::kGPipe, ScheduleKind::kZBH1,
                                            ScheduleKind::kZBV),
-                         [](const auto& info) {
-                           auto name = to_string(info.param);
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+                         schedule_name);
 
 // fp16 computes on the CPU only under LibTorch 2.x; 1.13's CPU autocast is bf16 only.
 TEST(Precision, Fp16ScalesItsLossOrSaysWhyItCannotRun) {

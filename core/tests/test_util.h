@@ -68,10 +68,12 @@ inline Reference plain_step(const LayerList& layers, const torch::Tensor& input,
 // (so dropout draws the same masks and deferred BatchNorm sees the same micro-batches), its loss
 // weighted by its share of the batch; then the BatchNorm statistics are committed. Gradients are
 // left in .grad; returns the mini-batch loss. Under a low `precision` each micro-batch's layers
-// run under autocast and the loss is taken in fp32 of the logits, as the pipeline does.
+// run under autocast and the loss is taken in fp32 of the logits, as the pipeline does. The loss
+// is `loss` (a model's own), or the cross-entropy.
 inline double plain_microbatched_step(const LayerList& layers, const torch::Tensor& input,
                                       const torch::Tensor& target, int64_t M, uint64_t seed,
-                                      int64_t step, Precision precision = Precision::kFp32) {
+                                      int64_t step, Precision precision = Precision::kFp32,
+                                      const LossFn& loss_fn = {}) {
   OneIntraOpThread one_thread;
   const auto inputs = split_microbatches(Activations{input}, M);
   const auto targets = split_microbatches(target, M);
@@ -91,7 +93,9 @@ inline double plain_microbatched_step(const LayerList& layers, const torch::Tens
     if (precision != Precision::kFp32) x = cast_floating(x, torch::kFloat);
     const double weight =
         static_cast<double>(targets[m].size(0)) / static_cast<double>(target.size(0));
-    auto loss = torch::nn::functional::cross_entropy(x[0], targets[m]) * weight;
+    auto loss = (loss_fn ? loss_fn(x, targets[m])
+                         : torch::nn::functional::cross_entropy(x[0], targets[m])) *
+                weight;
     loss.backward();
     total += loss.item<double>();
   }
