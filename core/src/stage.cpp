@@ -87,8 +87,15 @@ Stage::Pending& Stage::pending(int64_t m) {
 }
 
 Activations Stage::run_layers(int64_t m, Activations x, bool recompute) {
-  // Once per stage under a low precision: the layers whose outputs stay fp32, said once.
+  // Once per stage under a low precision: the layers that turn inputs without an fp32 tensor
+  // (bf16, or tokens) into fp32 outputs, said once. A layer fed fp32 that returns fp32 (a
+  // residual stream the plain model keeps in fp32 too) is not a fallback and is not named.
   const bool check = precision_ != Precision::kFp32 && !precision_checked_;
+  const auto has_fp32 = [](const Activations& tensors) {
+    return std::any_of(tensors.begin(), tensors.end(), [](const torch::Tensor& t) {
+      return t.defined() && t.scalar_type() == torch::kFloat;
+    });
+  };
   std::vector<std::string> fp32_layers;
   for (size_t i = 0; i < layers_.size(); ++i) {
     LayerContext context;
@@ -99,20 +106,18 @@ Activations Stage::run_layers(int64_t m, Activations x, bool recompute) {
     context.recompute = recompute;
     context.replicas = batchnorm_replicas_;
     LayerContextGuard guard(&context);
+    const bool fed_fp32 = check && has_fp32(x);
     x = layers_[i]->forward(x);
-    if (check && std::any_of(x.begin(), x.end(), [](const torch::Tensor& t) {
-          return t.defined() && t.scalar_type() == torch::kFloat;
-        })) {
+    if (check && !fed_fp32 && has_fp32(x))
       fp32_layers.push_back(c10::str(layers_[i]->label(), " (layer ", context.layer, ")"));
-    }
   }
   if (check) {
     precision_checked_ = true;
     if (!fp32_layers.empty()) {
       spdlog::warn(
-          "stage {} under {} on {}: {} return fp32: each ends in an op autocast keeps in fp32 "
-          "(no {} rule, as an embedding lookup) or in a sum with such an operand (a residual), "
-          "so that work runs in fp32",
+          "stage {} under {} on {}: {} return fp32 from inputs that were not: each ends in an "
+          "op autocast keeps in fp32 (no {} rule, as an embedding lookup), so what follows "
+          "runs in fp32 until an op casts it",
           index_, to_string(precision_), device_.str(), c10::Join(", ", fp32_layers),
           to_string(precision_));
     }

@@ -81,7 +81,7 @@ class Stage {
   // replicas through `replicas` (null: per replica, the default).
   void set_batchnorm_replicas(StepCollectives* replicas) { batchnorm_replicas_ = replicas; }
   // The dtype F and R compute in (fp32 by default). The first forward under bf16 or fp16 warns
-  // once (spdlog) naming the layers whose outputs are still fp32.
+  // once (spdlog) naming the layers that return fp32 from inputs that were not.
   void set_precision(Precision precision) { precision_ = precision; }
   Precision precision() const { return precision_; }
   // The factor B multiplies the loss by (last stage; loss_scaler.h). The loss sum stays unscaled.
