@@ -546,6 +546,7 @@ double Pipeline::run_training_schedule(const Activations& input, const torch::Te
     reducer_->begin_step();
   }
 
+  if (holds_last_stage()) stage_ptrs_.back()->set_loss_scale(scaler_.scale());
   try {
     run_step(train_schedule_, data, nullptr, /*zero_grads=*/true, squares);
   } catch (...) {
@@ -589,8 +590,7 @@ double Pipeline::train_step(const Activations& input, const torch::Tensor& targe
   // Without replicas the schedule pass measures each device's gradient norm as it ends.
   const bool reduce = collectives_ != nullptr;
   const bool scaling = scaler_.enabled();
-  const double loss_scale = scaler_.scale();
-  if (holds_last_stage()) stage_ptrs_.back()->set_loss_scale(loss_scale);
+  const double loss_scale = scaler_.scale();  // what run_training_schedule's backward uses
   const bool need_square = grad_clip_ > 0 || scaling;
   const double loss = run_training_schedule(input, target, need_square && !reduce, reduce);
   last_step_.grad_reduce = {};
