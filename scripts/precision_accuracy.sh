@@ -36,8 +36,8 @@ def top1(s): return 100 * s["final_test_top1"]
 lines = ["# fashion-mnist-cpu in fp32 and bf16, same seed", "",
          "Made by `scripts/precision_accuracy.sh` (each run's command is in its summary.json: "
          f"`{extra}` and the same with `--precision bf16`). The two runs train one after the "
-         "other; samples/s is what each saw and says little of speed: the machine was shared "
-         "with builds (speed_memory.md measures speed in interleaved rounds).", "",
+         "other; samples/s is what each saw, not a comparison of speed (speed_memory.md measures "
+         "that in interleaved rounds).", "",
          "| precision | test top-1 % | test top-5 % | last loss | samples/s | parameter checksum |",
          "|---|---|---|---|---|---|"]
 for p, s in rows.items():
