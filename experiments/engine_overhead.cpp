@@ -30,6 +30,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "common/cli.h"
 #include "gpipe/exit_codes.h"
 #include "gpipe/microbatch.h"
 #include "gpipe/models/model_flags.h"
@@ -439,13 +440,9 @@ static void add_flags(CLI::App& app, Settings& s) {
   app.add_option("--balance-by", s.balance_by, "the engine's balance for K > 1")
       ->check(CLI::IsMember({"params", "time"}))
       ->capture_default_str();
-  app.add_option_function<std::string>(
-         "--precision",
-         [&s](const std::string& text) { s.precision = gpipe::parse_precision(text); },
-         "what both contenders compute in: fp32 | bf16 | fp16 (the plain loop under autocast, "
-         "the loss in fp32, as the engine)")
-      ->default_str("fp32")
-      ->check(gpipe::parsed_by([](const std::string& v) { gpipe::parse_precision(v); }));
+  gpipe::cli::add_precision_flag(app, s.precision,
+                                 "what both contenders compute in: fp32 | bf16 | fp16 (the plain "
+                                 "loop under autocast, the loss in fp32, as the engine)");
   app.add_option("--batch-size", s.batch_size, "samples per step")
       ->check(gpipe::int_range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();

@@ -46,7 +46,8 @@ constexpr const char* kAbout =
 // The command line's values; -1, 0 and empty mean the preset's (see each flag's help).
 struct Flags {
   std::string preset = "quick", models_text, partitions_text, chunks_text, tables_text = "2,3";
-  std::string link, gpu_link, checkpoint_name = "always", optimizer = "auto", precision = "fp32";
+  std::string link, gpu_link, checkpoint_name = "always", optimizer = "auto";
+  Precision precision = Precision::kFp32;
   std::string device_type = "cpu", out = "results/scaling_table", json_path, log_level = "info";
   std::string breakdown_out;
   int64_t batch = 0, max_measured_k = 0;
@@ -104,11 +105,9 @@ void add_run_flags(CLI::App& app, Flags& flags) {
                  "re-materialisation: always | except_last | never")
       ->capture_default_str()
       ->check(cli::parsed_by([](const std::string& name) { parse_checkpoint(name); }));
-  app.add_option("--precision", flags.precision,
-                 "what the stages compute in: fp32 | bf16 | fp16 (profiles, calibrations and "
-                 "measured rows alike; fp16 on CPU needs the LibTorch 2.x build)")
-      ->capture_default_str()
-      ->check(cli::parsed_by([](const std::string& name) { parse_precision(name); }));
+  cli::add_precision_flag(app, flags.precision,
+                          "what the stages compute in: fp32 | bf16 | fp16 (profiles, calibrations "
+                          "and measured rows alike; fp16 on CPU needs the LibTorch 2.x build)");
   app.add_option("--optimizer", flags.optimizer,
                  "rmsprop | adam | sgd | auto (RMSProp for AmoebaNet, Adam for the Transformer)")
       ->capture_default_str()
@@ -209,7 +208,7 @@ std::vector<tables::ScalingTableSpec> select_tables(
 tables::ScalingOptions scaling_options(const Flags& flags) {
   auto options = tables::scaling_preset(flags.preset);
   options.checkpoint = parse_checkpoint(flags.checkpoint_name);
-  options.precision = parse_precision(flags.precision);
+  options.precision = flags.precision;
   check_precision_supported(options.precision, DeviceSpec::parse(flags.device_type + ":0"));
   options.optimizer = flags.optimizer;
   options.device_type = flags.device_type;

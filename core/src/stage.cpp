@@ -67,19 +67,6 @@ void Stage::clear() {
   loss_sum_ = torch::Tensor();
 }
 
-Activations Stage::entry_cast(const Activations& input) const {
-  // What arrived rounded to the compute dtype enters the layers as fp32, inside the graph (its
-  // gradient goes back in the compute dtype): within the stage, autocast decides each op's dtype
-  // as in the plain model, and ops that take fp32 parameters with an fp32 input (LibTorch 1.13's
-  // LayerNorm on a CPU) get one.
-  return precision_ == Precision::kFp32 ? input : cast_floating(input, torch::kFloat);
-}
-
-Activations Stage::boundary_cast(const Activations& output) const {
-  // The last stage's outputs feed the loss (and the caller, in evaluation) in fp32.
-  return cast_floating(output, is_last() ? torch::kFloat : compute_dtype(precision_));
-}
-
 Stage::Pending& Stage::pending(int64_t m) {
   GPIPE_CHECK(m >= 0 && m < static_cast<int64_t>(pending_.size()), ConfigError, "stage ", index_,
               ": micro-batch ", m, " outside this step's ", pending_.size());
@@ -125,12 +112,24 @@ Activations Stage::run_layers(int64_t m, Activations x, bool recompute) {
   return x;
 }
 
-void Stage::run_forward(Pending& p, int64_t m, bool recompute) {
+Activations Stage::run_in_precision(int64_t m, const Activations& input, bool recompute) {
+  if (precision_ == Precision::kFp32) return run_layers(m, input, recompute);
+  Activations output;
   {
     AutocastGuard autocast(precision_, torch_device_.type());
-    p.output = run_layers(m, entry_cast(p.input), recompute);
+    // What arrived rounded to the compute dtype enters the layers as fp32, inside the graph (its
+    // gradient goes back in the compute dtype): within the stage, autocast decides each op's
+    // dtype as in the plain model, and ops that take fp32 parameters with an fp32 input
+    // (LibTorch 1.13's LayerNorm on a CPU) get one.
+    output = run_layers(m, cast_floating(input, torch::kFloat), recompute);
   }
-  if (precision_ != Precision::kFp32) p.output = boundary_cast(p.output);
+  // What leaves is in the compute dtype; the last stage's outputs feed the loss (and the caller,
+  // in evaluation) in fp32.
+  return cast_floating(output, is_last() ? torch::kFloat : compute_dtype(precision_));
+}
+
+void Stage::run_forward(Pending& p, int64_t m, bool recompute) {
+  p.output = run_in_precision(m, p.input, recompute);
   if (is_last() && p.loss_fn != nullptr) {
     auto loss = (*p.loss_fn)(p.output, p.target);
     GPIPE_CHECK(loss.numel() == 1, ConfigError,
@@ -232,12 +231,7 @@ void Stage::backward_weight(int64_t m) {
 
 Activations Stage::infer(int64_t m, const Activations& input) {
   torch::NoGradGuard no_grad;
-  Activations output;
-  {
-    AutocastGuard autocast(precision_, torch_device_.type());
-    output = run_layers(m, entry_cast(to_device(input, torch_device_)), /*recompute=*/false);
-  }
-  return precision_ != Precision::kFp32 ? boundary_cast(output) : output;
+  return run_in_precision(m, to_device(input, torch_device_), /*recompute=*/false);
 }
 
 }  // namespace gpipe

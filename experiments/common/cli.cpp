@@ -190,6 +190,15 @@ CLI::Option* add_log_level_flag(CLI::App& app, std::string& level) {
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
 }
 
+CLI::Option* add_precision_flag(CLI::App& app, Precision& precision, const std::string& help) {
+  return app
+      .add_option_function<std::string>(
+          "--precision",
+          [&precision](const std::string& text) { precision = parse_precision(text); }, help)
+      ->default_str(to_string(precision))
+      ->check(parsed_by([](const std::string& name) { parse_precision(name); }));
+}
+
 void setup_logging(const std::string& level) {
   auto logger = spdlog::stderr_color_mt("gpipe");
   spdlog::set_default_logger(logger);

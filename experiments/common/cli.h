@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gpipe/exit_codes.h"
+#include "gpipe/precision.h"
 #include "gpipe/timeline.h"
 
 namespace gpipe::cli {
@@ -52,6 +53,9 @@ CLI::Validator output_folder(bool allow_empty = false);
 
 // --log-level: debug | info | warn | error, into `level`.
 CLI::Option* add_log_level_flag(CLI::App& app, std::string& level);
+// --precision: fp32 | bf16 | fp16, parsed into `precision` as it is read (a bad name refused
+// naming it); `help` says what the program computes in it.
+CLI::Option* add_precision_flag(CLI::App& app, Precision& precision, const std::string& help);
 
 // Checks a TOML file of flags for what CLI11 would take silently: a key given twice, and a list
 // for a flag that takes one value (CLI11 would keep its last item). Throws ConfigError naming

@@ -289,16 +289,13 @@ void add_training_flags(CLI::App& app, TrainOptions& o) {
   opt(app, train, "--min-lr", o.min_lr, "cosine schedule: final learning rate")->check(rate);
   opt(app, train, "--grad-clip", o.grad_clip, "clip the global gradient norm (0: off)")
       ->check(cli::finite_range(0, 1e30));
-  app.add_option_function<std::string>(
-         "--precision",
-         [&o](const std::string& text) { o.shape.precision = parse_precision(text); },
-         "what the stages compute in and send between devices: fp32 | bf16 | fp16. Master "
-         "weights, optimizer, BatchNorm statistics and loss stay fp32. bf16 has fp32's range and "
-         "needs no loss scaling; fp16 scales the loss dynamically (from 65536, halved on an "
-         "overflow anywhere, which skips that step on every device; doubled after 2000 clean "
-         "steps; kept in snapshots). fp16 on CPU needs the LibTorch 2.x build")
-      ->default_str(to_string(o.shape.precision))
-      ->check(cli::parsed_by([](const std::string& v) { parse_precision(v); }))
+  cli::add_precision_flag(
+      app, o.shape.precision,
+      "what the stages compute in and send between devices: fp32 | bf16 | fp16. Master "
+      "weights, optimizer, BatchNorm statistics and loss stay fp32. bf16 has fp32's range and "
+      "needs no loss scaling; fp16 scales the loss dynamically (from 65536, halved on an "
+      "overflow anywhere, which skips that step on every device; doubled after 2000 clean "
+      "steps; kept in snapshots). fp16 on CPU needs the LibTorch 2.x build")
       ->group(train);
   opt(app, train, "--eval-every", o.eval_every,
       "evaluate the test split every N epochs (0: only at the end; -1: never)")

@@ -108,10 +108,9 @@ class Stage {
   // The layers plus, on the last stage, the weighted loss.
   void run_forward(Pending& p, int64_t m, bool recompute);
   Pending& pending(int64_t m);
-  // A low-precision stage's outputs as they leave it: the compute dtype, fp32 from the last stage.
-  Activations boundary_cast(const Activations& output) const;
-  // A low-precision stage's inputs as its layers take them: fp32.
-  Activations entry_cast(const Activations& input) const;
+  // run_layers under the stage's precision: under autocast, its inputs taken as fp32 and its
+  // outputs leaving in the compute dtype (fp32 from the last stage); run_layers alone for fp32.
+  Activations run_in_precision(int64_t m, const Activations& input, bool recompute);
 
   int64_t index_;
   int64_t num_stages_;
@@ -122,7 +121,7 @@ class Stage {
   std::vector<StepObserver*> observers_;
   StepCollectives* batchnorm_replicas_ = nullptr;
   Precision precision_ = Precision::kFp32;
-  bool precision_checked_ = false;  // the once-per-stage report of layers that stay fp32
+  bool precision_checked_ = false;  // the once-per-stage report of layers that fall back to fp32
   double loss_scale_ = 1.0;
 
   int64_t step_ = 0;
