@@ -6,6 +6,7 @@
 //   gpipe_sim --layer-costs 4,4,4,4,4,4,4,4 --partitions 4 --balance-by cost --chunks 8
 //   gpipe_sim -K 4 -M 8 --schedule zb-h1 --write-schedule my.txt    # edit it, then:
 //   gpipe_sim --schedule file:my.txt --draw
+//   gpipe_sim -K 2 -M 8 --link pcie --boundary-bytes 4e6 --precision bf16   # 2 MB cross
 //
 // Costs are milliseconds per micro-batch: per device (each device's cost is shared evenly by its
 // v virtual stages) or per layer (--layer-costs: each device's layers under --balance are split
@@ -50,6 +51,7 @@ struct SimOptions {
   std::string forward, backward, recompute, layer_costs, layer_backward, balance_text, balance_by;
   std::string link_name = "none", boundary_bytes, json_path, trace_path, write_schedule_path;
   double latency_us = -1, bandwidth_gbs = -1;
+  Precision precision = Precision::kFp32;
 };
 
 // What is simulated: the schedule's shape and its per-virtual-stage costs in ms.
@@ -129,6 +131,9 @@ void add_flags(CLI::App& app, SimOptions& o) {
   app.add_option("--boundary-bytes", o.boundary_bytes,
                  "bytes crossing each of the K*v-1 boundaries between virtual stages")
       ->check(costs_list);
+  cli::add_precision_flag(app, o.precision,
+                          "the precision the step computes in: --boundary-bytes are fp32 bytes "
+                          "and cross at its element size (bf16, fp16: half); costs are as given");
   app.add_option("--json", o.json_path, "write the result as JSON")->check(cli::output_file());
   app.add_option("--trace", o.trace_path, "write the simulated timeline as Chrome trace JSON")
       ->check(cli::output_file());
@@ -227,7 +232,8 @@ void set_device_costs(const SimOptions& o, SimSetup& setup) {
   }
 }
 
-// The copy between stages in ms: --link's preset with the flags' overrides and boundary sizes.
+// The copy between stages in ms: --link's preset with the flags' overrides and boundary sizes,
+// these given in fp32 and sent in --precision's element size.
 LinkModel link_costs(const SimOptions& o) {
   // The preset and the flags are in seconds; costs here are ms.
   auto link = link_preset(o.link_name);
@@ -236,6 +242,10 @@ LinkModel link_costs(const SimOptions& o) {
   auto link_ms = link.in_milliseconds();
   if (!o.boundary_bytes.empty()) {
     link_ms.boundary_bytes = cli::parse_doubles(o.boundary_bytes, "--boundary-bytes");
+    const double scale = static_cast<double>(element_bytes(o.precision)) /
+                         static_cast<double>(element_bytes(Precision::kFp32));
+    for (auto& bytes : link_ms.boundary_bytes)
+      bytes *= scale;
   }
   return link_ms;
 }
@@ -281,6 +291,7 @@ SimSetup make_setup(const SimOptions& given) {
   }
   setup.costs.weight_fraction = o.weight_fraction;
   setup.costs.link = link_costs(o);
+  setup.shape.precision = o.precision;
   return setup;
 }
 
@@ -320,6 +331,7 @@ nlohmann::json result_json(const SimSetup& setup, const Schedule& schedule,
   json["virtual_stages"] = setup.shape.v;
   json["weight_fraction"] = costs.weight_fraction;
   json["checkpoint"] = to_string(setup.shape.checkpoint);
+  json["precision"] = to_string(setup.shape.precision);
   json["balance"] = setup.balance.empty() ? nlohmann::json(nullptr) : nlohmann::json(setup.balance);
   json["max_stage_cost"] = max_stage;
   json["forward_costs"] = costs.forward;

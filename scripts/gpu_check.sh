@@ -23,8 +23,9 @@
 #   3. the same MLP as a PyTorch eager loop in the machine's python3 (scripts/eager_reference.py);
 #   4. AmoebaNet-D and Transformer-L, the engine at K=1 M=1 against the plain loop;
 #   5. bf16: AmoebaNet-D and Transformer-L, the engine at K=1 M=1 against the plain loop, both
-#      under autocast (engine_overhead --precision bf16), and Transformer-L and the MLP as PyTorch
-#      eager loops under torch.autocast (scripts/eager_reference.py --precision bf16);
+#      under autocast (engine_overhead --precision bf16), and AmoebaNet-D, Transformer-L and the
+#      MLP as PyTorch eager loops under torch.autocast (scripts/eager_reference.py
+#      --precision bf16);
 #   6. gpipe_train on synthetic data for the quick presets (fashion-mnist-cpu's AmoebaNet-D,
 #      transformer-cpu), two stages on cuda:0, in fp32 and in bf16, with step time, peak memory
 #      per device and the bytes sent between the stages;
@@ -35,7 +36,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; }
 out=""
 pack=0
 dry=0
@@ -172,7 +173,10 @@ for model in amoebanet-d transformer-l; do
     fail "engine_overhead $model --precision bf16"
 done
 
-step "bf16: PyTorch eager under torch.autocast, Transformer-L and the MLP"
+step "bf16: PyTorch eager under torch.autocast, AmoebaNet-D, Transformer-L and the MLP"
+record "$python" scripts/eager_reference.py --device "$device" --model amoebanet-d \
+  --precision bf16 "${amoebanet[@]}" --chunks 1 "${timing[@]}" \
+  --json "$out/eager_amoebanet-d_bf16.json" || fail "eager_reference.py amoebanet-d bf16"
 record "$python" scripts/eager_reference.py --device "$device" --model transformer-l \
   --precision bf16 "${transformer[@]}" --chunks 1 "${timing[@]}" \
   --json "$out/eager_transformer-l_bf16.json" || fail "eager_reference.py transformer-l bf16"

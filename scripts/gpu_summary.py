@@ -141,7 +141,8 @@ def main():
     bf16 = {m: load(folder, f"engine_overhead_{m}_bf16.json")
             for m in ("amoebanet-d", "transformer-l")}
     bf16 = {m: run for m, run in bf16.items() if run}
-    eager_bf16 = {m: load(folder, f"eager_{m}_bf16.json") for m in ("transformer-l", "mlp")}
+    eager_bf16 = {m: load(folder, f"eager_{m}_bf16.json")
+                  for m in ("amoebanet-d", "transformer-l", "mlp")}
     two_stage = {m: load(folder, f"{m}.json") for m in ("amoebanet-d", "transformer-l")}
     two_stage = {m: run for m, run in two_stage.items() if run}
     train = {p.stem.replace("train_", ""): json.loads(p.read_text())

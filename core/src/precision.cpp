@@ -1,6 +1,10 @@
 #include "gpipe/precision.h"
 
 #include <ATen/autocast_mode.h>
+#include <torch/csrc/autograd/function.h>
+
+#include <set>
+#include <unordered_set>
 
 #include "gpipe/errors.h"
 
@@ -120,6 +124,55 @@ Activations cast_floating(const Activations& activations, torch::ScalarType dtyp
     out.push_back(cast ? t.to(dtype) : t);
   }
   return out;
+}
+
+namespace {
+
+using torch::autograd::Node;
+
+bool makes_fp32(const Node& node) {
+  for (uint32_t i = 0; i < node.num_inputs(); ++i) {
+    if (node.input_metadata(i).dtype() == caffe2::TypeMeta::Make<float>()) return true;
+  }
+  return false;
+}
+
+// An op's name without autograd's "Backward<n>" suffix.
+std::string op_name(const Node& node) {
+  auto name = node.name();
+  const auto at = name.rfind("Backward");
+  return at == std::string::npos || at == 0 ? name : name.substr(0, at);
+}
+
+}  // namespace
+
+std::vector<std::string> fp32_source_ops(const torch::Tensor& output) {
+  if (!output.defined() || output.scalar_type() != torch::kFloat || !output.grad_fn()) return {};
+  std::set<std::string> found;
+  std::unordered_set<const Node*> seen;
+  std::vector<std::pair<const Node*, const Node*>> stack{{output.grad_fn().get(), nullptr}};
+  while (!stack.empty()) {
+    const auto [node, consumer] = stack.back();
+    stack.pop_back();
+    if (!seen.insert(node).second || !makes_fp32(*node)) continue;
+    bool fed_lower = false, fed_from_graph = false;
+    for (const auto& edge : node->next_edges()) {
+      if (!edge.function || edge.function->num_inputs() == 0) continue;
+      if (edge.function->next_edges().empty()) continue;  // a leaf's gradient accumulator
+      fed_from_graph = true;
+      const auto dtype = edge.function->input_metadata(edge.input_nr).dtype();
+      if (dtype == caffe2::TypeMeta::Make<float>()) {
+        stack.emplace_back(edge.function.get(), node);
+      } else if (dtype == caffe2::TypeMeta::Make<c10::BFloat16>() ||
+                 dtype == caffe2::TypeMeta::Make<c10::Half>()) {
+        fed_lower = true;
+      }
+    }
+    if (!fed_lower && fed_from_graph) continue;
+    const bool is_cast = op_name(*node).rfind("ToCopy", 0) == 0;
+    found.insert(op_name(is_cast && consumer != nullptr ? *consumer : *node));
+  }
+  return {found.begin(), found.end()};
 }
 
 }  // namespace gpipe

@@ -4,6 +4,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include <algorithm>
+#include <set>
 
 #include "gpipe/errors.h"
 
@@ -73,16 +74,35 @@ Stage::Pending& Stage::pending(int64_t m) {
   return pending_[m];
 }
 
+namespace {
+
+bool has_fp32(const Activations& tensors) {
+  return std::any_of(tensors.begin(), tensors.end(), [](const torch::Tensor& t) {
+    return t.defined() && t.scalar_type() == torch::kFloat;
+  });
+}
+
+}  // namespace
+
+// "<label> (layer <n>, ops A, B)": the layer and the ops that made its fp32 outputs.
+std::string Stage::describe_fp32_layer(size_t i, const Activations& outputs) const {
+  std::set<std::string> ops;
+  for (const auto& t : outputs) {
+    for (auto& op : fp32_source_ops(t))
+      ops.insert(std::move(op));
+  }
+  const auto named = c10::Join(", ", std::vector<std::string>(ops.begin(), ops.end()));
+  return c10::str(layers_[i]->label(), " (layer ", first_layer_ + static_cast<int64_t>(i),
+                  ops.empty() ? "" : (ops.size() > 1 ? ", ops " : ", op ") + named, ")");
+}
+
 Activations Stage::run_layers(int64_t m, Activations x, bool recompute) {
-  // Once per stage under a low precision: the layers that turn inputs without an fp32 tensor
-  // (bf16, or tokens) into fp32 outputs, said once. A layer fed fp32 that returns fp32 (a
-  // residual stream the plain model keeps in fp32 too) is not a fallback and is not named.
-  const bool check = precision_ != Precision::kFp32 && !precision_checked_;
-  const auto has_fp32 = [](const Activations& tensors) {
-    return std::any_of(tensors.begin(), tensors.end(), [](const torch::Tensor& t) {
-      return t.defined() && t.scalar_type() == torch::kFloat;
-    });
-  };
+  // Once per stage under a low precision, on the first run that records a graph: the layers
+  // that turn inputs without an fp32 tensor (bf16, or tokens) into fp32 outputs, and the ops in
+  // them that did it, said once. A layer fed fp32 that returns fp32 (a residual stream the plain
+  // model keeps in fp32 too) is not a fallback and is not named.
+  const bool check =
+      precision_ != Precision::kFp32 && !precision_checked_ && torch::GradMode::is_enabled();
   std::vector<std::string> fp32_layers;
   for (size_t i = 0; i < layers_.size(); ++i) {
     LayerContext context;
@@ -95,18 +115,16 @@ Activations Stage::run_layers(int64_t m, Activations x, bool recompute) {
     LayerContextGuard guard(&context);
     const bool fed_fp32 = check && has_fp32(x);
     x = layers_[i]->forward(x);
-    if (check && !fed_fp32 && has_fp32(x))
-      fp32_layers.push_back(c10::str(layers_[i]->label(), " (layer ", context.layer, ")"));
+    if (check && !fed_fp32 && has_fp32(x)) fp32_layers.push_back(describe_fp32_layer(i, x));
   }
   if (check) {
     precision_checked_ = true;
     if (!fp32_layers.empty()) {
       spdlog::warn(
-          "stage {} under {} on {}: {} return fp32 from inputs that were not: each ends in an "
-          "op autocast keeps in fp32 (no {} rule, as an embedding lookup), so what follows "
-          "runs in fp32 until an op casts it",
+          "stage {} under {} on {}: {} {} fp32 from inputs that were not: autocast keeps "
+          "those ops in fp32 (no {} rule), so what follows runs in fp32 until an op casts it",
           index_, to_string(precision_), device_.str(), c10::Join(", ", fp32_layers),
-          to_string(precision_));
+          fp32_layers.size() == 1 ? "returns" : "return", to_string(precision_));
     }
   }
   return x;

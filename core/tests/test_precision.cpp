@@ -48,6 +48,23 @@ TEST(Precision, AutocastGuardIsScopedToItsThread) {
   EXPECT_EQ(torch::mm(x, x).scalar_type(), torch::kFloat);
 }
 
+// The ops named when a layer turns bf16 (or tokens) into fp32: the op that took a cast input (not
+// the cast), an embedding of tokens, and nothing for a bf16 result or one made without a graph.
+TEST(Precision, NamesTheOpsThatMadeAnFp32Output) {
+  const auto w = torch::randn({4, 4}, torch::requires_grad());
+  const auto x = torch::randn({4, 4}, torch::requires_grad()).to(torch::kBFloat16);
+  const auto tail = (x.to(torch::kFloat).mul(w) + 1).relu();
+  EXPECT_EQ(fp32_source_ops(tail), std::vector<std::string>{"Mul"});
+  EXPECT_EQ(fp32_source_ops(torch::addmm(w, x.to(torch::kFloat), w) + x.to(torch::kFloat)),
+            (std::vector<std::string>{"Add", "Addmm"}));
+  const auto tokens = torch::randint(0, 4, {3}, torch::kLong);
+  EXPECT_EQ(fp32_source_ops(torch::embedding(w, tokens).sum(0)),
+            std::vector<std::string>{"Embedding"});
+  EXPECT_TRUE(fp32_source_ops(x.mul(2)).empty());
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(fp32_source_ops(x.to(torch::kFloat).mul(w)).empty());
+}
+
 // Stage 0 of two sends bf16 and receives bf16 gradients; the last stage's loss is fp32.
 TEST(Precision, WhatCrossesABoundaryIsInTheComputeDtype) {
   auto layers = seeded_mlp(models::MlpOptions(6, 8, 3, 4));

@@ -139,7 +139,15 @@ AmoebaNetBuilder::AmoebaNetBuilder(AmoebaNetOptions options, uint64_t init_seed)
 
 int64_t AmoebaNetBuilder::count_layer_parameters(int64_t i) const {
   check_layer_index(i);
-  if (probes_.empty()) return ModelBuilder::count_layer_parameters(i);
+  // The count is quadratic in D while a cell's structure stays that of the probes; a skip whose
+  // channels happen to equal the cell's (the stem's fixed filters against D/4) needs no adapter,
+  // and only such a small D does that: it is built.
+  const auto has_skip_adapter = [i](const AmoebaNetBuilder& builder) {
+    const auto& cell = builder.plan_[static_cast<size_t>(i)].cell;
+    return cell && (cell->skip_reduced() || cell->skip_channels() != cell->channels());
+  };
+  if (probes_.empty() || has_skip_adapter(*this) != has_skip_adapter(*probes_[0]))
+    return ModelBuilder::count_layer_parameters(i);
   int64_t p[3];
   for (size_t k = 0; k < 3; ++k)
     p[k] = probes_[k]->ModelBuilder::count_layer_parameters(i);

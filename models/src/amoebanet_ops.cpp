@@ -8,17 +8,17 @@
 namespace gpipe::models {
 namespace {
 
-torch::nn::Conv2d make_conv(int64_t in, int64_t out, torch::ExpandingArray<2> kernel,
-                            torch::ExpandingArray<2> stride, torch::ExpandingArray<2> dilation,
-                            int64_t groups) {
+Conv2d make_conv(int64_t in, int64_t out, torch::ExpandingArray<2> kernel,
+                 torch::ExpandingArray<2> stride, torch::ExpandingArray<2> dilation,
+                 int64_t groups) {
   std::vector<int64_t> padding{(*dilation)[0] * ((*kernel)[0] - 1) / 2,
                                (*dilation)[1] * ((*kernel)[1] - 1) / 2};
-  torch::nn::Conv2d conv(torch::nn::Conv2dOptions(in, out, kernel)
-                             .stride(stride)
-                             .padding(torch::ExpandingArray<2>(padding))
-                             .dilation(dilation)
-                             .groups(groups)
-                             .bias(false));
+  Conv2d conv(torch::nn::Conv2dOptions(in, out, kernel)
+                  .stride(stride)
+                  .padding(torch::ExpandingArray<2>(padding))
+                  .dilation(dilation)
+                  .groups(groups)
+                  .bias(false));
   return conv;
 }
 

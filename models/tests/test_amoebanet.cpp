@@ -168,6 +168,13 @@ TEST(AmoebaNet, InterpolatedCountEqualsBuiltLayers) {
       }
     }
   }
+  // D = 128: D/4 equals the stem's 32 filters, so the first stem cell has no skip adapter, unlike
+  // the probes.
+  AmoebaNetBuilder no_adapter(AmoebaNetOptions(3, 128).image_size(33));
+  for (int64_t i = 0; i < no_adapter.num_layers(); ++i) {
+    EXPECT_EQ(no_adapter.count_layer_parameters(i), count_parameters({no_adapter.build_layer(i)}))
+        << no_adapter.layer_name(i);
+  }
   // A size no machine here could build is counted at once.
   const int64_t huge = AmoebaNetBuilder(AmoebaNetOptions(18, 65536)).count_parameters();
   EXPECT_GT(huge, int64_t{1} << 40);

@@ -4,6 +4,7 @@
 #include "gpipe/activations.h"
 #include "gpipe/backward_split.h"
 #include "gpipe/batchnorm.h"
+#include "gpipe/conv.h"
 #include "gpipe/device.h"
 #include "gpipe/distributed.h"
 #include "gpipe/dropout.h"

@@ -66,4 +66,11 @@ torch::ScalarType autocast_dtype_for(const torch::Tensor& t);
 // in `dtype` and is cast back); other tensors and tensors already in `dtype` pass unchanged.
 Activations cast_floating(const Activations& activations, torch::ScalarType dtype);
 
+// The ops that made `output`'s fp32 values, found in its autograd graph: walking back through
+// fp32 results, each op fed a lower-precision tensor (where the op needed fp32 and autocast cast
+// its input, the op that took the cast) or fed nothing from the graph (an embedding lookup of
+// tokens). Named as autograd names them, without "Backward": "NativeLayerNorm", "Embedding".
+// Empty where `output` is not fp32 or has no graph (made under no_grad).
+std::vector<std::string> fp32_source_ops(const torch::Tensor& output);
+
 }  // namespace gpipe

@@ -105,6 +105,8 @@ class Stage {
 
   // Runs every layer, each inside its LayerContext.
   Activations run_layers(int64_t m, Activations x, bool recompute);
+  // Layer i by label and number, with the ops that made its fp32 outputs.
+  std::string describe_fp32_layer(size_t i, const Activations& outputs) const;
   // The layers plus, on the last stage, the weighted loss.
   void run_forward(Pending& p, int64_t m, bool recompute);
   Pending& pending(int64_t m);

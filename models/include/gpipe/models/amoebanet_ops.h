@@ -16,6 +16,7 @@
 #include <torch/torch.h>
 
 #include "gpipe/batchnorm.h"
+#include "gpipe/conv.h"
 #include "gpipe/models/amoebanet_genotype.h"
 
 namespace gpipe::models {
@@ -45,7 +46,7 @@ class ConvBnImpl : public torch::nn::Cloneable<ConvBnImpl> {
   torch::Tensor forward(const torch::Tensor& input);
 
   ConvBnOptions options;
-  torch::nn::Conv2d conv{nullptr};
+  Conv2d conv{nullptr};
   DeferredBatchNorm bn{nullptr};
 };
 TORCH_MODULE(ConvBn);
@@ -58,7 +59,7 @@ class SeparableConvBnImpl : public torch::nn::Cloneable<SeparableConvBnImpl> {
   torch::Tensor forward(const torch::Tensor& input);
 
   int64_t channels, kernel, stride, dilation;
-  torch::nn::Conv2d depthwise{nullptr}, pointwise{nullptr};
+  Conv2d depthwise{nullptr}, pointwise{nullptr};
   DeferredBatchNorm bn{nullptr};
 };
 TORCH_MODULE(SeparableConvBn);
@@ -73,7 +74,7 @@ class FactorizedReduceImpl : public torch::nn::Cloneable<FactorizedReduceImpl> {
   torch::Tensor forward(const torch::Tensor& input);
 
   int64_t in_channels, out_channels;
-  torch::nn::Conv2d even{nullptr}, odd{nullptr};
+  Conv2d even{nullptr}, odd{nullptr};
   DeferredBatchNorm bn{nullptr};
 };
 TORCH_MODULE(FactorizedReduce);
