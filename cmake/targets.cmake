@@ -16,6 +16,10 @@ target_precompile_headers(gpipe_pch PUBLIC
 # Everything compiles with -fPIC, executables too, so that one PCH fits every target (gcc rejects
 # a PCH built with -fPIC in a -fPIE compile).
 target_compile_options(gpipe_pch PUBLIC -fPIC)
+# A PCH without its build time in it, so that ccache may hand out a cached one.
+if(GPIPE_CCACHE_PROGRAM AND CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  target_compile_options(gpipe_pch PRIVATE "SHELL:-Xclang -fno-pch-timestamp")
+endif()
 # spdlog's fmt before LibTorch's (cmake/spdlog_fmt.cmake), for the PCH and every user of it.
 if(GPIPE_FMT_REDIRECT_DIR)
   target_include_directories(gpipe_pch SYSTEM BEFORE PUBLIC ${GPIPE_FMT_REDIRECT_DIR})
@@ -91,4 +95,18 @@ function(gpipe_test name)
     set_tests_properties(${name}.shard${i} PROPERTIES TIMEOUT 1200 COST 60 LABELS ${name} ENVIRONMENT
       "GTEST_TOTAL_SHARDS=${GPIPE_TEST_SHARDS};GTEST_SHARD_INDEX=${i}")
   endforeach()
+endfunction()
+
+# gpipe_path_header(target header NAME VALUE [NAME VALUE...]): a generated header that defines
+# each NAME as the string VALUE (generator expressions allowed), for the one file that includes
+# it, rather than a compile definition on the command line of every file of the target.
+function(gpipe_path_header target header)
+  set(content "")
+  set(args ${ARGN})
+  while(args)
+    list(POP_FRONT args name value)
+    string(APPEND content "#define ${name} \"${value}\"\n")
+  endwhile()
+  file(GENERATE OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/generated/${header} CONTENT "${content}")
+  target_include_directories(${target} PRIVATE ${CMAKE_CURRENT_BINARY_DIR}/generated)
 endfunction()

@@ -72,7 +72,7 @@ struct LayerCut {
 
 // Declares the flags; their checks reject a bad value before anything runs.
 void add_flags(CLI::App& app, SimOptions& o) {
-  app.add_option("--partitions,-K", o.partitions, "number of stages K (default 4, or from costs)")
+  app.add_option("--partitions,-K", o.partitions, "number of devices K (default 4, or from costs)")
       ->check(cli::int_range(int64_t{1}, kMaxStages));
   app.add_option("--chunks,-M", o.chunks,
                  "micro-batches per mini-batch M (default 8, or the schedule file's)")
@@ -105,11 +105,11 @@ void add_flags(CLI::App& app, SimOptions& o) {
       GPIPE_CHECK(cost >= 0 && cost <= 1e15, ConfigError, cost, " in '", text,
                   "' is not in [0, 1e15]");
   });
-  app.add_option("--forward-costs", o.forward, "per-stage forward ms per micro-batch (default 1)")
+  app.add_option("--forward-costs", o.forward, "per-device forward ms per micro-batch (default 1)")
       ->check(costs_list);
-  app.add_option("--backward-costs", o.backward, "per-stage backward ms (default 2 x forward)")
+  app.add_option("--backward-costs", o.backward, "per-device backward ms (default 2 x forward)")
       ->check(costs_list);
-  app.add_option("--recompute-costs", o.recompute, "per-stage recompute ms (default = forward)")
+  app.add_option("--recompute-costs", o.recompute, "per-device recompute ms (default = forward)")
       ->check(costs_list);
   app.add_option("--layer-costs", o.layer_costs,
                  "per-layer forward ms; stages sum them under --balance or --balance-by cost")
@@ -117,7 +117,7 @@ void add_flags(CLI::App& app, SimOptions& o) {
   app.add_option("--layer-backward-costs", o.layer_backward,
                  "per-layer backward ms (default 2 x layer forward)")
       ->check(costs_list);
-  app.add_option("--balance", o.balance_text, "layers per stage, e.g. 3,3,2")
+  app.add_option("--balance", o.balance_text, "layers per device, e.g. 3,3,2")
       ->check(cli::int_list(1, int64_t{1} << 20));
   app.add_option("--balance-by", o.balance_by, "cost: exact min-max partition of the layer costs")
       ->check(CLI::IsMember({"cost"}));

@@ -14,6 +14,7 @@
 #include <filesystem>
 
 #include "common/cli.h"
+#include "common/report.h"
 #include "gpipe/models/model_flags.h"
 #include "gpipe/timeline.h"
 #include "train/trainer.h"
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
         auto json = result.to_json();
         json["config"] = trainer.options().to_json();
         json["command"] = cli::command_line(argc, argv);
+        json["environment"] = arithmetic_environment();
         write_json_file(trainer.options().json, json);
       }
       return cli::kExitOk;

@@ -47,8 +47,9 @@ for arg in "$@"; do
 done
 
 packages=(
-  # build tools; python3-venv for the PyTorch 2.x build (--torch2)
-  build-essential cmake ninja-build pkg-config clang-format python3-venv
+  # build tools; ccache keeps every build folder's objects under ~/.cache/ccache (CMakeLists.txt);
+  # python3-venv for the PyTorch 2.x build (--torch2)
+  build-essential cmake ninja-build pkg-config clang-format ccache python3-venv
   # LibTorch 1.13 (CPU) and the Gloo backend of c10d
   libtorch-dev libgloo-dev
   # BLAS and allocator: CPU pipelines do not scale without them (docs/design.md)

@@ -24,7 +24,6 @@
 #include <iostream>
 
 #include "gpipe/gpipe.h"
-#include "gpipe/models/mlp.h"
 
 namespace {
 
@@ -69,11 +68,34 @@ void BM_PlainMLP(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kBatch);
 }
 
+// [Linear, ReLU]: the reference MLP's hidden layer.
+class HiddenLayer : public gpipe::Layer {
+ public:
+  explicit HiddenLayer(std::string name) : Layer(std::move(name)) {
+    linear_ = register_module("linear", gpipe::Linear(kWidth, kWidth));
+  }
+  gpipe::Activations forward(const gpipe::Activations& inputs) override {
+    return {torch::relu(linear_(inputs.at(0)))};
+  }
+
+ private:
+  gpipe::Linear linear_{nullptr};
+};
+
+// The reference MLP as the engine's layers, built from core alone: kDepth hidden layers, then
+// the classifier (the layers of models' make_mlp without dropout or BatchNorm).
+gpipe::LayerList make_reference_mlp() {
+  gpipe::LayerList layers;
+  for (int64_t i = 0; i < kDepth; ++i)
+    layers.push_back(std::make_shared<HiddenLayer>("hidden_" + std::to_string(i)));
+  layers.push_back(gpipe::make_layer("classifier", gpipe::Linear(kWidth, kClasses)));
+  return layers;
+}
+
 // K stages on K CPU virtual devices.
 void run_pipeline(benchmark::State& state, gpipe::ScheduleKind kind, int64_t K, int64_t M) {
   torch::manual_seed(0);
-  auto layers =
-      gpipe::models::make_mlp(gpipe::models::MlpOptions(kWidth, kWidth, kDepth, kClasses));
+  auto layers = make_reference_mlp();
   auto options = gpipe::PipelineOptions(std::vector<int64_t>{})
                      .chunks(M)
                      .checkpoint(gpipe::Checkpoint::kNever);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "source_dir.h"  // generated: GPIPE_SOURCE_DIR
 #include "test_util.h"
 
 namespace gpipe::testing {

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 
+#include "dataset_info_path.h"  // generated: GPIPE_DATASET_INFO
 #include "test_util.h"
 
 namespace gpipe::datasets::testing {

@@ -18,15 +18,15 @@ namespace {
 constexpr int64_t kMaxDevices = 4096;                   // K, and cores to plan for
 constexpr int64_t kMaxMicroBatches = int64_t{1} << 24;  // M (no more than samples in a batch)
 constexpr int64_t kMaxVirtualStages = 64;               // v per device
-constexpr int64_t kMaxLayers = 1 << 20;                 // layers of one stage
+constexpr int64_t kMaxLayers = 1 << 20;                 // layers of one device
 constexpr int64_t kMaxThreads = 4096;                   // intra-op threads of one device
 
 bool is_count(const std::string& text) {
   return !text.empty() && std::all_of(text.begin(), text.end(), ::isdigit);
 }
 
-// --devices: one device spec per stage ("cpu:0,cpu:1", "cuda:0"), or a number of cores to plan
-// for ("4").
+// --devices: one device spec per pipeline device ("cpu:0,cpu:1", "cuda:0"), or a number of cores to
+// plan for ("4").
 void check_devices(const std::string& text) {
   GPIPE_CHECK(!text.empty(), ConfigError, "an empty value (give cpu:0,cpu:1, cuda:0 or a count)");
   if (is_count(text)) {
@@ -188,7 +188,9 @@ std::vector<std::string> to_flags(const PipelineShape& shape) {
 void add_shape_flags(CLI::App& app, PipelineShape& shape, int64_t& planning_cores,
                      const std::string& group) {
   auto& s = shape;
-  app.add_option("--partitions,-K", s.K, "number of stages K (auto-balanced by --balance-by)")
+  app.add_option("--partitions,-K", s.K,
+                 "number of devices K, each holding one stage (v with --virtual-stages); layers "
+                 "auto-balanced by --balance-by")
       ->capture_default_str()
       ->check(cli::int_range(int64_t{0}, kMaxDevices))
       ->group(group);
@@ -197,7 +199,7 @@ void add_shape_flags(CLI::App& app, PipelineShape& shape, int64_t& planning_core
          [&s](const std::string& text) {
            s.balance = text.empty() ? std::vector<int64_t>{} : cli::parse_ints(text, "");
          },
-         "layers per stage, e.g. 3,3,2 (sets K; \"\" clears a preset's)")
+         "layers per device, e.g. 3,3,2 (sets K; \"\" clears a preset's)")
       ->check(cli::int_list(1, kMaxLayers, /*allow_empty=*/true))
       ->group(group);
   app.add_option("--chunks,-M", s.M, "micro-batches per mini-batch")
@@ -243,7 +245,7 @@ void add_shape_flags(CLI::App& app, PipelineShape& shape, int64_t& planning_core
              planning_cores = 0;
            }
          },
-         "one per stage: cpu:0,cpu:1 or cuda:0,cuda:1")
+         "one per pipeline device (K of them): cpu:0,cpu:1 or cuda:0,cuda:1")
       ->check(cli::parsed_by(check_devices))
       ->group(group);
   app.add_option("--threads-per-device", s.threads,

@@ -1,5 +1,8 @@
 #include "common/report.h"
 
+#include <ATen/Version.h>
+#include <torch/version.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -7,6 +10,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "common/cli.h"
@@ -142,6 +148,74 @@ std::string format_load(const nlohmann::json& load) {
     text += fixed(value.get<double>(), 2);
   }
   return text;
+}
+
+namespace {
+
+// "key : value" lines of /proc/cpuinfo: the first value of each wanted key.
+std::map<std::string, std::string> cpuinfo(const std::vector<std::string>& keys) {
+  std::map<std::string, std::string> found;
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (found.size() < keys.size() && std::getline(in, line)) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    auto key = line.substr(0, colon);
+    key.erase(key.find_last_not_of(" \t") + 1);
+    if (std::find(keys.begin(), keys.end(), key) != keys.end() && !found.count(key)) {
+      found[key] = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    }
+  }
+  return found;
+}
+
+// The lines of at::show_config() that name a kernel library or the dispatch level, and the
+// BLAS_INFO / LAPACK_INFO settings of its build line.
+std::vector<std::string> kernel_libraries() {
+  std::vector<std::string> kept;
+  std::istringstream config(at::show_config());
+  std::string line;
+  while (std::getline(config, line)) {
+    const auto start = line.find_first_not_of(" -");
+    if (start == std::string::npos) continue;
+    line = line.substr(start);
+    for (const char* key : {"BLAS_INFO=", "LAPACK_INFO="}) {
+      const auto at = line.find(key);
+      if (at != std::string::npos) kept.push_back(line.substr(at, line.find(',', at) - at));
+    }
+    for (const char* name : {"CPU capability", "MKL-DNN", "oneDNN", "OpenMP", "Math Kernel"}) {
+      if (line.find(name) != std::string::npos && line.rfind("Build settings", 0) != 0) {
+        kept.push_back(line);
+        break;
+      }
+    }
+  }
+  return kept;
+}
+
+}  // namespace
+
+nlohmann::json arithmetic_environment() {
+  const auto cpu = cpuinfo({"model name", "flags"});
+  auto flags = nlohmann::json::array();
+  if (cpu.count("flags")) {
+    std::istringstream all(cpu.at("flags"));
+    std::set<std::string> present{std::istream_iterator<std::string>(all), {}};
+    for (const char* isa : {"sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni",
+                            "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16"}) {
+      if (present.count(isa)) flags.push_back(isa);
+    }
+  }
+  auto overrides = nlohmann::json::object();
+  for (const char* name : {"ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA",
+                           "OPENBLAS_CORETYPE", "MKL_ENABLE_INSTRUCTIONS", "OMP_NUM_THREADS"}) {
+    if (const char* value = std::getenv(name)) overrides[name] = value;
+  }
+  return {{"cpu_model", cpu.count("model name") ? nlohmann::json(cpu.at("model name")) : nullptr},
+          {"cpu_vector_extensions", flags},
+          {"libtorch", TORCH_VERSION},
+          {"kernel_libraries", kernel_libraries()},
+          {"overrides", overrides}};
 }
 
 void write_text_file(const std::string& path, const std::string& text) {

@@ -58,6 +58,13 @@ int64_t parse_bytes(const std::string& text, const std::string& flag);
 nlohmann::json load_average();
 std::string format_load(const nlohmann::json& load);
 
+// What decides a run's arithmetic besides its code and seed, recorded beside its figures: the
+// CPU model and its vector extensions, the LibTorch version, the BLAS and oneDNN it was built
+// with, the CPU capability ATen dispatches to, and the environment variables that override
+// those (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA, OPENBLAS_CORETYPE, ...). Two runs that agree
+// on all of it train bit for bit alike; kernels that sum in another order do not.
+nlohmann::json arithmetic_environment();
+
 // Writes `text` to `path` (through a temporary file and a rename); creates missing parent
 // folders. Throws Error naming the path.
 void write_text_file(const std::string& path, const std::string& text);

@@ -140,7 +140,7 @@ std::vector<int64_t> balance_by_memory(const LayerCosts& costs, int64_t K, int64
                                        double kept) {
   const auto n = static_cast<int64_t>(costs.parameter_bytes.size());
   GPIPE_CHECK(K >= 1 && K <= n, ConfigError, "K=", K, " stages need at least ", K,
-              " layers (one per stage), but the model has ", n);
+              " layers (one per device), but the model has ", n);
   return balance_by_cost(layer_memory_bytes(costs, state_slots, kept), K);
 }
 

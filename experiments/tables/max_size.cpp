@@ -142,7 +142,7 @@ std::vector<std::vector<models::ModelConfig>> size_families(const MaxSizeModel& 
     if (!family.empty()) families.push_back(family);
   }
   GPIPE_CHECK(!families.empty(), ConfigError, config.name, " needs a model of at least ",
-              config.partitions, " layers (one per stage), but the deepest ", model.base.name(),
+              config.partitions, " layers (one per device), but the deepest ", model.base.name(),
               " of this search has ", most_layers, " layers; search larger L (--",
               amoeba ? "amoebanet-layers" : "transformer-layers", ") or use fewer partitions");
   return families;
@@ -417,7 +417,8 @@ MaxSizeResult run_max_size(const MaxSizeOptions& options) {
   result.options = options;
   result.machine = {{"hardware_threads", hardware_threads()},
                     {"physical_memory_bytes", machine},
-                    {"load_average_before", load_average()}};
+                    {"load_average_before", load_average()},
+                    {"environment", arithmetic_environment()}};
   const int threads = options.threads > 0 ? options.threads : hardware_threads();
   SizeCaches caches;
   for (const auto precision : options.precisions) {

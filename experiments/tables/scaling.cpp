@@ -289,7 +289,8 @@ void describe_machine(const ScalingOptions& options, ScalingResult& result) {
                     {"device_type", options.device_type},
                     {"devices_present", present},
                     {"physical_memory_bytes", physical_memory_bytes()},
-                    {"load_average_before", load_average()}};
+                    {"load_average_before", load_average()},
+                    {"environment", arithmetic_environment()}};
   const auto& load = result.machine["load_average_before"];
   if (load.is_array() && load[0].get<double>() > 0.5) {
     spdlog::warn(

@@ -71,6 +71,15 @@ print("loss scale per step", scales, "; saved", saved, "; resumed",
       [r["loss_scale"] for r in resumed])
 PY
     ;;
+  placement)
+    # Where the layers run changes no arithmetic: two balances at K=2, and K=1, train bit for
+    # bit alike (losses and parameter checksum), BatchNorm, dropout and drop-path included.
+    train --balance 5,4 --steps 4 --json a.json >/dev/null 2>a.log || fail "balance 5,4: $(tail -2 a.log)"
+    train --balance 2,7 --steps 4 --json b.json >/dev/null 2>&1 || fail "balance 2,7"
+    train --partitions 1 --threads-per-device 1 --steps 4 --json k1.json >/dev/null 2>&1 ||
+      fail "K=1"
+    same_run a.json b.json 0 && same_run a.json k1.json 0
+    ;;
   resume_other_k)
     # A snapshot saved at K=2 continues at K=3 and K=1.
     train --balance 5,4 --steps 4 --json straight.json >/dev/null 2>&1 || fail "straight run"

@@ -16,6 +16,7 @@
 #include "gpipe/models/registry.h"
 #include "gpipe/schedule.h"
 #include "gpipe/stage.h"
+#include "presets_dir.h"  // generated: GPIPE_PRESETS_DIR
 #include "train/snapshot_manager.h"
 
 #ifndef GPIPE_PRESETS_DIR
