@@ -15,6 +15,21 @@ std::vector<int64_t> to_vector(const torch::ExpandingArray<2>& a) {
   return {(*a)[0], (*a)[1]};
 }
 
+// The alternative T of an options variant, or null: c10's own variant in LibTorch 1.13,
+// std::variant from 2.0 on.
+template <typename T, typename Variant>
+const T* alternative(const Variant& v) {
+#if TORCH_VERSION_MAJOR >= 2
+  return std::get_if<T>(&v);
+#else
+  return c10::get_if<T>(&v);
+#endif
+}
+
+const torch::ExpandingArray<2>& padding_of(const torch::nn::Conv2dOptions& options) {
+  return *alternative<torch::ExpandingArray<2>>(options.padding());
+}
+
 // y = conv(x, W) + b in the autocast dtype (x and W cast here, as the dispatcher would cast
 // them for torch::conv2d). Only x is kept in that dtype; the backward casts the fp32 W again and
 // returns dx in x's own dtype, dW and db in fp32.
@@ -31,12 +46,12 @@ class AutocastConvFunction : public torch::autograd::Function<AutocastConvFuncti
     ctx->saved_data["input_dtype"] = static_cast<int64_t>(input.scalar_type());
     ctx->saved_data["has_bias"] = bias.has_value();
     ctx->saved_data["stride"] = to_vector(options.stride());
-    ctx->saved_data["padding"] = to_vector(c10::get<torch::ExpandingArray<2>>(options.padding()));
+    ctx->saved_data["padding"] = to_vector(padding_of(options));
     ctx->saved_data["dilation"] = to_vector(options.dilation());
     ctx->saved_data["groups"] = options.groups();
     return torch::conv2d(x, weight.to(dtype), bias ? bias->to(dtype) : torch::Tensor(),
-                         options.stride(), c10::get<torch::ExpandingArray<2>>(options.padding()),
-                         options.dilation(), options.groups());
+                         options.stride(), padding_of(options), options.dilation(),
+                         options.groups());
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -67,10 +82,10 @@ Conv2dImpl::Conv2dImpl(const torch::nn::Conv2dOptions& options_) : options(optio
 }
 
 void Conv2dImpl::reset() {
-  GPIPE_CHECK(c10::get_if<torch::enumtype::kZeros>(&options.padding_mode()) != nullptr, ConfigError,
+  GPIPE_CHECK(alternative<torch::enumtype::kZeros>(options.padding_mode()) != nullptr, ConfigError,
               "gpipe::Conv2d pads with zeros only; use torch::nn::Conv2d for '",
               torch::enumtype::get_enum_name(options.padding_mode()), "' padding");
-  GPIPE_CHECK(c10::get_if<torch::ExpandingArray<2>>(&options.padding()) != nullptr, ConfigError,
+  GPIPE_CHECK(alternative<torch::ExpandingArray<2>>(options.padding()) != nullptr, ConfigError,
               "gpipe::Conv2d takes explicit padding sizes, not 'same' or 'valid'");
   // Initialised exactly as torch::nn::Conv2d, from the same generator draws.
   torch::nn::Conv2d reference(options);
@@ -89,7 +104,7 @@ void Conv2dImpl::pretty_print(std::ostream& stream) const {
 }
 
 torch::Tensor Conv2dImpl::forward(const torch::Tensor& input) {
-  const auto& padding = c10::get<torch::ExpandingArray<2>>(options.padding());
+  const auto& padding = padding_of(options);
   if (!torch::GradMode::is_enabled() || autocast_dtype_for(input) == weight.scalar_type() ||
       !(weight.requires_grad() || input.requires_grad())) {
     return torch::conv2d(input, weight, bias, options.stride(), padding, options.dilation(),
