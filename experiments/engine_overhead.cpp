@@ -2,9 +2,9 @@
 // placed alike for both.
 //
 // Why this program exists: a pipeline is worth its machinery only if one stage of it costs what
-// the model costs without it. The GPU check once printed "engine overhead 0.75" from a plain
-// model fed GPU-resident tensors against the engine fed host tensors, which measures the copy,
-// not the engine. Here both contenders take the same batch from the same place:
+// the model costs without it. A plain model fed device-resident tensors against the engine fed
+// host tensors measures the copy, not the engine (the GPU check once printed "engine overhead
+// 0.75" that way). Here both contenders take the same batch from the same place:
 //   host      the batch lives in host memory and each step copies it to the device (what a
 //             training loop fed by a data loader does);
 //   resident  the batch already lives on the device.

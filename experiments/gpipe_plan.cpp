@@ -90,8 +90,8 @@ std::vector<std::string> passthrough(const CLI::App& app, int argc, char** argv)
 // moves with every hiccup of a shared machine.
 // With `paired`, the plan's calibration is measured again first and the plan predicted from it:
 // that round's prediction, sharing the measurement's minute of a drifting machine. It warms up
-// for 2 steps: after one, a Transformer calibration measured right after a plan run as processes
-// came out 35-40% slow in every round while the plan's own steps right after it ran as predicted.
+// for 2 steps: one was not enough right after a plan run as processes (results/README.md, "The
+// planner").
 void measure(plan::Plan& plan, plan::CostBook& book, const plan::PlanRequest& request,
              const std::vector<std::string>& pass, int rounds, bool paired) {
   if (paired) {

@@ -102,10 +102,9 @@ ScalingOptions scaling_preset(const std::string& name) {
   if (name == "quick") {
     // Scaled down to run on two CPU cores in minutes, and deep enough (32 and 34 layers) that
     // K=8 balances, as the paper's 18-cell AmoebaNet and 24-48 layer Transformers do; narrow, so
-    // a step stays seconds. Each micro-batch of N/32 still costs about what a large one does per
-    // sample (measured here: AmoebaNet 22, 19 and 27 ms per sample at micro-batch 256, 64 and 8).
-    // A narrower Transformer (d=128, seq 128) ran its K=2, M=32 step 49% slower than its one-
-    // thread profile predicts, so the projections would flatter it; d=256 keeps that within 7%.
+    // a step stays seconds, yet wide enough that a micro-batch of N/32 costs about what a large
+    // one does per sample and a K=2 step what the one-thread profile predicts (the measurements
+    // behind these sizes: results/README.md, "Tables 2 and 3").
     const ScalingModel amoeba{"AmoebaNet-D (L=26, D=16), 128x128 images",
                               amoebanet(26, 16, 128, 10), 256};
     const ScalingModel lm{"Transformer-L (L=32, d=256, ffn=1024, seq 64)",
