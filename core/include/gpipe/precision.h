@@ -59,7 +59,7 @@ class AutocastGuard {
 
 // The dtype autocast on this thread computes a floating-point `t` in on its device type: `t`'s own
 // dtype where autocast is off (or `t` is not floating point). For custom autograd Functions,
-// which must cast their own inputs to be autocast-aware (linear.h).
+// which must cast their own inputs to be autocast-aware (linear.h, conv.h).
 torch::ScalarType autocast_dtype_for(const torch::Tensor& t);
 
 // Each floating-point tensor cast to `dtype` inside the autograd graph (its gradient comes back
