@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/cli.h"
+#include "common/shape_flags.h"
 #include "gpipe/exit_codes.h"
 #include "gpipe/microbatch.h"
 #include "gpipe/models/model_flags.h"
@@ -268,8 +269,13 @@ struct Settings {
   std::string device = "cuda:0";
   std::vector<std::string> contenders{"plain", "engine"};
   int threads = 0;  // intra-op threads of the plain loop and of each pipeline device; 0: defaults
-  int64_t partitions = 1;
-  std::string schedule = "gpipe";
+  // The engine's K, schedule, v and re-materialisation (common/shape_flags.h); its M are `chunks`.
+  gpipe::PipelineShape shape = [] {
+    gpipe::PipelineShape out;
+    out.K = 1;
+    out.checkpoint = gpipe::Checkpoint::kNever;
+    return out;
+  }();
   std::string balance_by = "params";
   gpipe::Precision precision = gpipe::Precision::kFp32;  // of both contenders
   int64_t batch_size = 64;
@@ -282,29 +288,30 @@ struct Settings {
   std::string op_profile_path;
 };
 
-// The engine's options for `chunks` micro-batches: K stages on K virtual devices of
-// `s.device` (cpu:0, cpu:1, ... or one CUDA device for every stage), balanced by
-// `s.balance_by` on one micro-batch.
+// The engine's options for `chunks` micro-batches: the shape's K devices of `s.device` (cpu:0,
+// cpu:1, ... or one CUDA device for every stage), its K x v stages balanced by `s.balance_by` on
+// one micro-batch.
 gpipe::PipelineOptions engine_options(const Settings& s, const gpipe::models::ModelBuilder& builder,
                                       const torch::Tensor& input, int64_t chunks) {
   const gpipe::DeviceSpec device = gpipe::DeviceSpec::parse(s.device);
-  std::vector<std::string> devices;
-  for (int64_t k = 0; k < s.partitions; ++k)
-    devices.push_back(device.is_cuda() ? s.device : "cpu:" + std::to_string(k));
-  // Only K > 1 needs the layers (built and profiled here, then dropped) to balance them.
-  const auto balance =
-      s.partitions == 1 ? std::vector<int64_t>{builder.num_layers()}
-                        : gpipe::auto_balance(
-                              builder.build(), s.partitions, gpipe::parse_balance_by(s.balance_by),
-                              {gpipe::split_microbatches(input, chunks).front()}, device,
-                              gpipe::ProfileOptions().precision(s.precision));
-  return gpipe::PipelineOptions(balance)
-      .devices(devices)
-      .chunks(chunks)
-      .schedule(gpipe::parse_schedule_kind(s.schedule))
-      .threads_per_device(s.threads)
-      .precision(s.precision)
-      .checkpoint(gpipe::Checkpoint::kNever);
+  auto shape = s.shape;
+  if (shape.K == 0) shape.K = 1;
+  shape.M = chunks;
+  shape.threads = s.threads;
+  shape.precision = s.precision;
+  for (int64_t k = 0; k < shape.K; ++k)
+    shape.devices.push_back(device.is_cuda() ? s.device : "cpu:" + std::to_string(k));
+  const int64_t stages = shape.K * shape.virtual_stages();
+  // Only several stages need the layers (built and profiled here, then dropped) to balance them.
+  shape.stage_balance =
+      stages == 1
+          ? std::vector<int64_t>{builder.num_layers()}
+          : gpipe::auto_balance(builder.build(), stages, gpipe::parse_balance_by(s.balance_by),
+                                {gpipe::split_microbatches(input, chunks).front()}, device,
+                                gpipe::ProfileOptions().precision(s.precision));
+  shape.balance = gpipe::sum_per_device(shape.placement(), shape.K, shape.stage_balance);
+  if (shape.virtual_stages() == 1) shape.stage_balance.clear();  // the balance says it all
+  return gpipe::to_pipeline_options(shape);
 }
 
 bool runs(const Settings& s, const std::string& contender) {
@@ -368,8 +375,10 @@ nlohmann::json report_settings(const Settings& s) {
           {"contenders", s.contenders},
           {"threads", s.threads},
           {"precision", gpipe::to_string(s.precision)},
-          {"partitions", s.partitions},
-          {"schedule", s.schedule},
+          {"partitions", s.shape.K},
+          {"schedule", s.shape.schedule_name()},
+          {"virtual_stages", s.shape.virtual_stages()},
+          {"checkpoint", gpipe::to_string(s.shape.checkpoint)},
           {"balance_by", s.balance_by},
           {"batch_size", s.batch_size},
           {"rounds", s.rounds},
@@ -430,13 +439,11 @@ static void add_flags(CLI::App& app, Settings& s) {
                  "default for the plain loop, the engine's for the devices)")
       ->check(gpipe::int_range(0, 4096))
       ->capture_default_str();
-  app.add_option("-K,--partitions", s.partitions,
-                 "the engine's stages, on cpu:0..K-1 (or all on the one CUDA device)")
-      ->check(gpipe::int_range(int64_t{1}, int64_t{64}))
-      ->capture_default_str();
-  app.add_option("--schedule", s.schedule, "the engine's schedule")
-      ->check(CLI::IsMember({"gpipe", "1f1b", "zb-h1"}))
-      ->capture_default_str();
+  int64_t no_planning = 0;  // the devices are --device's
+  gpipe::add_shape_flags(app, s.shape, no_planning, "Options",
+                         gpipe::ShapeFlagSet().balances(false).chunks(false).placement(false));
+  app.get_option("--partitions")
+      ->description("the engine's devices K, on cpu:0..K-1 (or all on the one CUDA device)");
   app.add_option("--balance-by", s.balance_by, "the engine's balance for K > 1")
       ->check(CLI::IsMember({"params", "time"}))
       ->capture_default_str();

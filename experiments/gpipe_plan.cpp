@@ -96,7 +96,7 @@ void measure(plan::Plan& plan, plan::CostBook& book, const plan::PlanRequest& re
              const std::vector<std::string>& pass, int rounds, bool paired) {
   if (paired) {
     const double now =
-        book.measure_calibration(plan::calibration_name(book, request, plan.shape), 2);
+        book.measure_calibration(plan::calibration_key(book, request, plan.shape), 2);
     plan.paired_round_ms.push_back(
         plan::predict(book, request, plan.shape, plan.shape.stage_balance, now).step_ms);
     spdlog::info("paired prediction {:.1f} ms (planned {:.1f} ms)", plan.paired_round_ms.back(),
@@ -245,9 +245,9 @@ std::vector<plan::Plan> predict_grid(plan::CostBook& book, const plan::PlanReque
                                      const std::vector<PipelineShape>& grid_shapes,
                                      const PlannerOptions& o) {
   // The grid's predictions rest on calibrations measured in as many rounds as the plans'.
-  std::vector<std::string> grid_calibrations;
+  std::vector<costs::CalibrationKey> grid_calibrations;
   for (const auto& shape : grid_shapes)
-    grid_calibrations.push_back(plan::calibration_name(book, request, shape));
+    grid_calibrations.push_back(plan::calibration_key(book, request, shape));
   book.calibrate_in_rounds(grid_calibrations, o.calibration_rounds, o.calibration_extra_rounds);
   std::vector<plan::Plan> grid_plans;
   for (const auto& shape : grid_shapes)
@@ -294,8 +294,9 @@ nlohmann::json plans_json(const std::vector<plan::Plan>& plans, const plan::Cost
   for (const auto& p : plans) {
     auto j = plan::to_json(p, request);
     j["command"] = command(p, pass);
-    j["calibration"] = book.calibration_in_use(plan::calibration_name(book, request, p.shape));
-    j["calibration_rounds"] = book.calibration_rounds(j["calibration"]);
+    const auto in_use = book.calibration_in_use(plan::calibration_key(book, request, p.shape));
+    j["calibration"] = in_use;
+    j["calibration_rounds"] = book.calibration_rounds(in_use);
     j["fits"] = request.memory_per_device <= 0 || p.max_peak_bytes() <= request.memory_per_device;
     list.push_back(j);
   }

@@ -22,8 +22,8 @@
 #include <iostream>
 
 #include "common/cli.h"
-#include "common/pipeline_shape.h"
 #include "common/report.h"
+#include "common/shape_flags.h"
 #include "gpipe/errors.h"
 #include "gpipe/files.h"
 #include "gpipe/partition.h"
@@ -35,23 +35,25 @@ namespace {
 
 // Bounds of the sizes (docs/design.md): a lowered program of up to kMaxStageChunks stage
 // micro-batches takes a few seconds and well under a GiB.
-constexpr int64_t kMaxStages = 4096;
-constexpr int64_t kMaxChunks = int64_t{1} << 20;
-constexpr int64_t kMaxVirtualStages = 64;
 constexpr int64_t kMaxStageChunks = int64_t{1} << 20;
 
-// The command line as given; the lists stay text until the flags are all read.
+// The shape as the shared flags read it (common/shape_flags.h): K 0 is 4 or the costs' count, M 0
+// is 8 or the schedule file's, v 0 the schedule's default.
+PipelineShape default_shape() {
+  PipelineShape shape;
+  shape.M = 0;
+  shape.checkpoint = Checkpoint::kNever;
+  return shape;
+}
+
+// The command line as given; the cost lists stay text until the flags are all read.
 struct SimOptions {
-  int64_t partitions = 0;
-  int64_t chunks = 0;  // 0: 8, or the schedule file's
-  int64_t virtual_stages = 0;
+  PipelineShape shape = default_shape();
   double weight_fraction = 0.5;
   bool draw = false;
-  std::string schedule_name = "gpipe", checkpoint_name = "never";
-  std::string forward, backward, recompute, layer_costs, layer_backward, balance_text, balance_by;
+  std::string forward, backward, recompute, layer_costs, layer_backward, balance_by;
   std::string link_name = "none", boundary_bytes, json_path, trace_path, write_schedule_path;
   double latency_us = -1, bandwidth_gbs = -1;
-  Precision precision = Precision::kFp32;
 };
 
 // What is simulated: the schedule's shape and its per-virtual-stage costs in ms.
@@ -72,33 +74,23 @@ struct LayerCut {
 
 // Declares the flags; their checks reject a bad value before anything runs.
 void add_flags(CLI::App& app, SimOptions& o) {
-  app.add_option("--partitions,-K", o.partitions, "number of devices K (default 4, or from costs)")
-      ->check(cli::int_range(int64_t{1}, kMaxStages));
-  app.add_option("--chunks,-M", o.chunks,
-                 "micro-batches per mini-batch M (default 8, or the schedule file's)")
-      ->check(cli::int_range(int64_t{1}, kMaxChunks));
-  app.add_option("--schedule", o.schedule_name,
-                 schedule_kind_names(" | ") +
-                     " | file:PATH (a schedule file: its K, M, v and placement are the run's)")
-      ->capture_default_str()
-      ->check(cli::parsed_by(check_schedule));
+  int64_t no_planning = 0;  // gpipe_sim takes no --devices
+  add_shape_flags(app, o.shape, no_planning, "Options", ShapeFlagSet().placement(false));
+  app.get_option("--partitions")
+      ->description("number of devices K (0: 4, or as many as --forward-costs)")
+      ->default_str("0");
+  app.get_option("--chunks")
+      ->description("micro-batches per mini-batch M (0: 8, or the schedule file's)")
+      ->default_str("0");
   app.add_option("--write-schedule", o.write_schedule_path,
                  "write the schedule's actions as a schedule file (one line per device)")
       ->check(cli::output_file());
-  app.add_option(
-         "--virtual-stages", o.virtual_stages,
-         "v stages per device (interleaved-1f1b, looped-bfs: default 2; zbv, dualpipev, v-half: 2)")
-      ->check(cli::int_range(int64_t{1}, kMaxVirtualStages));
   app.add_option("--weight-fraction", o.weight_fraction,
                  "W's share of the backward where a schedule splits it (zb-h1, zb-h2, zbv, "
                  "dualpipev, v-half)")
       ->capture_default_str()
       ->check(cli::finite_range(0, 1));
   app.add_flag("--draw", o.draw, "print the schedule at unit costs (F = B = W = 1)");
-  app.add_option("--checkpoint", o.checkpoint_name,
-                 "always | except_last | never: which micro-batches recompute before backward")
-      ->capture_default_str()
-      ->check(cli::parsed_by([](const std::string& name) { parse_checkpoint(name); }));
   // Costs in ms and sizes in bytes: finite and >= 0.
   const auto costs_list = cli::parsed_by([](const std::string& text) {
     for (const double cost : cli::parse_doubles(text, ""))
@@ -117,8 +109,6 @@ void add_flags(CLI::App& app, SimOptions& o) {
   app.add_option("--layer-backward-costs", o.layer_backward,
                  "per-layer backward ms (default 2 x layer forward)")
       ->check(costs_list);
-  app.add_option("--balance", o.balance_text, "layers per device, e.g. 3,3,2")
-      ->check(cli::int_list(1, int64_t{1} << 20));
   app.add_option("--balance-by", o.balance_by, "cost: exact min-max partition of the layer costs")
       ->check(CLI::IsMember({"cost"}));
   app.add_option("--link", o.link_name, "copy between stages: none | pcie | nvlink | tpu")
@@ -131,7 +121,7 @@ void add_flags(CLI::App& app, SimOptions& o) {
   app.add_option("--boundary-bytes", o.boundary_bytes,
                  "bytes crossing each of the K*v-1 boundaries between virtual stages")
       ->check(costs_list);
-  cli::add_precision_flag(app, o.precision,
+  cli::add_precision_flag(app, o.shape.precision,
                           "the precision the step computes in: --boundary-bytes are fp32 bytes "
                           "and cross at its element size (bf16, fp16: half); costs are as given");
   app.add_option("--json", o.json_path, "write the result as JSON")->check(cli::output_file());
@@ -154,35 +144,46 @@ std::vector<double> layer_backward_costs(const SimOptions& o, const std::vector<
 }
 
 // Cuts the layers into K*v virtual stages: --balance gives each device's layers, which the
-// layout splits over its virtual stages; --balance-by cost solves the exact min-max cut of the
-// layers' forward+backward.
+// layout splits over its virtual stages; --stage-balance gives each virtual stage's; --balance-by
+// cost solves the exact min-max cut of the layers' forward+backward.
 LayerCut cut_layers(const SimOptions& o, const SimSetup& setup, const std::vector<double>& lf,
                     const std::vector<double>& lb) {
-  const int64_t v = setup.shape.v;
+  const int64_t v = setup.shape.v, K = o.shape.K;
+  const auto& given = o.shape;
+  GPIPE_CHECK(given.balance.empty() || given.stage_balance.empty(), ConfigError, "--balance ",
+              c10::Join(",", given.balance), " and --stage-balance ",
+              c10::Join(",", given.stage_balance), ": give one of them");
   LayerCut cut;
-  if (!o.balance_text.empty()) {
-    cut.balance = cli::parse_ints(o.balance_text, "--balance");
-    GPIPE_CHECK(o.partitions == 0 || o.partitions == static_cast<int64_t>(cut.balance.size()),
-                ConfigError, "--balance has ", cut.balance.size(), " devices but --partitions is ",
-                o.partitions);
+  if (!given.balance.empty()) {
+    cut.balance = given.balance;
+    GPIPE_CHECK(K == 0 || K == static_cast<int64_t>(cut.balance.size()), ConfigError,
+                "--balance has ", cut.balance.size(), " devices but --partitions is ", K);
     const auto layout = make_layout(PipelineOptions(cut.balance)
                                         .schedule(setup.shape.schedule)
                                         .program(setup.shape.program)
                                         .virtual_stages(v),
                                     static_cast<int64_t>(lf.size()));
     cut.stage_balance = layout.stage_balance;
+  } else if (!given.stage_balance.empty()) {
+    cut.stage_balance = given.stage_balance;
+    const auto S = static_cast<int64_t>(cut.stage_balance.size());
+    GPIPE_CHECK(S % v == 0 && (K == 0 || K * v == S), ConfigError, "--stage-balance has ", S,
+                " entries; it needs K x v = ",
+                K > 0 ? std::to_string(K * v) : "a multiple of v=" + std::to_string(v));
+    cut.balance = cut.stage_balance;
   } else {
     GPIPE_CHECK(o.balance_by == "cost", ConfigError,
-                "--layer-costs needs --balance a,b,.. or --balance-by cost (got '", o.balance_by,
-                "')");
+                "--layer-costs needs --balance a,b,.., --stage-balance or --balance-by cost (got '",
+                o.balance_by, "')");
     std::vector<double> total;
     for (size_t i = 0; i < lf.size(); ++i)
       total.push_back(lf[i] + lb[i]);
-    cut.stage_balance = balance_by_cost(total, (o.partitions > 0 ? o.partitions : 4) * v);
+    cut.stage_balance = balance_by_cost(total, (K > 0 ? K : 4) * v);
     cut.balance = cut.stage_balance;
   }
   for (int64_t b : cut.stage_balance) {
-    GPIPE_CHECK(b >= 1, ConfigError, "--balance ", o.balance_text, " has an empty stage");
+    GPIPE_CHECK(b >= 1, ConfigError, "--balance ", c10::Join(",", cut.balance),
+                " has an empty stage");
   }
   return cut;
 }
@@ -197,17 +198,16 @@ void set_layer_costs(const SimOptions& o, SimSetup& setup) {
   setup.balance = cut.balance;
   setup.costs.forward = sum_by_stage(lf, cut.stage_balance);
   setup.costs.backward = sum_by_stage(lb, cut.stage_balance);
-  setup.shape.K = o.partitions != 0
-                      ? o.partitions
-                      : static_cast<int64_t>(cut.stage_balance.size()) / setup.shape.v;
+  setup.shape.K =
+      o.shape.K != 0 ? o.shape.K : static_cast<int64_t>(cut.stage_balance.size()) / setup.shape.v;
 }
 
 // Stage costs from --forward-costs/--backward-costs: one per device, default 1 and 2 x forward.
 void set_device_costs(const SimOptions& o, SimSetup& setup) {
-  GPIPE_CHECK(o.balance_text.empty() && o.balance_by.empty(), ConfigError,
-              "--balance and --balance-by need --layer-costs");
+  GPIPE_CHECK(o.shape.balance.empty() && o.shape.stage_balance.empty() && o.balance_by.empty(),
+              ConfigError, "--balance, --stage-balance and --balance-by need --layer-costs");
   SimulationCosts device;
-  int64_t K = o.partitions;
+  int64_t K = o.shape.K;
   if (!o.forward.empty()) device.forward = cli::parse_doubles(o.forward, "--forward-costs");
   if (K == 0) K = device.forward.empty() ? 4 : static_cast<int64_t>(device.forward.size());
   if (device.forward.empty()) device.forward.assign(K, 1.0);
@@ -242,7 +242,7 @@ LinkModel link_costs(const SimOptions& o) {
   auto link_ms = link.in_milliseconds();
   if (!o.boundary_bytes.empty()) {
     link_ms.boundary_bytes = cli::parse_doubles(o.boundary_bytes, "--boundary-bytes");
-    const double scale = static_cast<double>(element_bytes(o.precision)) /
+    const double scale = static_cast<double>(element_bytes(o.shape.precision)) /
                          static_cast<double>(element_bytes(Precision::kFp32));
     for (auto& bytes : link_ms.boundary_bytes)
       bytes *= scale;
@@ -251,36 +251,25 @@ LinkModel link_costs(const SimOptions& o) {
 }
 
 // Checks the flags together and turns them into the schedule's shape and stage costs.
-SimSetup make_setup(const SimOptions& given) {
-  GPIPE_CHECK(given.chunks >= 0, ConfigError, "--chunks must be >= 1, got ", given.chunks);
-  GPIPE_CHECK(given.partitions >= 0, ConfigError, "--partitions must be >= 1, got ",
-              given.partitions);
-  SimOptions o = given;
+SimSetup make_setup(const SimOptions& o) {
   SimSetup setup;
-  set_schedule(setup.shape, o.schedule_name);
-  if (const auto& p = setup.shape.program) {  // the file's shape is the run's
-    GPIPE_CHECK((o.partitions == 0 || o.partitions == p->devices) &&
-                    (o.chunks == 0 || o.chunks == p->microbatches) &&
-                    (o.virtual_stages == 0 || o.virtual_stages == p->virtual_stages),
-                ConfigError, "-K ", o.partitions, " -M ", o.chunks, " --virtual-stages ",
-                o.virtual_stages, " disagree with ", o.schedule_name, " (K=", p->devices,
+  setup.shape = o.shape;
+  auto& shape = setup.shape;
+  if (const auto& p = shape.program) {  // the file's shape is the run's
+    // The flags' reading took the file's K and v where none was given; M 0 takes the file's.
+    GPIPE_CHECK(shape.K == p->devices && (shape.M == 0 || shape.M == p->microbatches) &&
+                    shape.v == p->virtual_stages,
+                ConfigError, "-K ", shape.K, " -M ", shape.M, " --virtual-stages ", shape.v,
+                " disagree with ", shape.schedule_name(), " (K=", p->devices,
                 " M=", p->microbatches, " v=", p->virtual_stages, "): leave them out");
-    o.partitions = p->devices;
-    o.chunks = p->microbatches;
-    o.virtual_stages = p->virtual_stages;
+    shape.M = p->microbatches;
   }
-  if (o.chunks == 0) o.chunks = 8;
-  setup.shape.checkpoint = parse_checkpoint(o.checkpoint_name);
-  setup.shape.M = o.chunks;
-  setup.shape.v =
-      o.virtual_stages > 0 ? o.virtual_stages : default_virtual_stages(setup.shape.schedule);
+  if (shape.M == 0) shape.M = 8;
+  if (shape.v == 0) shape.v = default_virtual_stages(shape.schedule);
   // The lowered program holds about three actions per (stage, micro-batch): bound its size.
-  GPIPE_CHECK((o.partitions > 0 ? o.partitions : 4) * setup.shape.v * o.chunks <= kMaxStageChunks,
-              ConfigError, "-K ", o.partitions, " x --virtual-stages ", setup.shape.v, " x -M ",
-              o.chunks, " stage micro-batches is more than the simulator takes (", kMaxStageChunks,
-              ")");
-  GPIPE_CHECK(o.virtual_stages >= 0, ConfigError, "--virtual-stages must be >= 1, got ",
-              o.virtual_stages);
+  GPIPE_CHECK((shape.K > 0 ? shape.K : 4) * shape.v * shape.M <= kMaxStageChunks, ConfigError,
+              "-K ", shape.K, " x --virtual-stages ", shape.v, " x -M ", shape.M,
+              " stage micro-batches is more than the simulator takes (", kMaxStageChunks, ")");
   if (!o.layer_costs.empty()) {
     set_layer_costs(o, setup);
   } else {
@@ -291,7 +280,6 @@ SimSetup make_setup(const SimOptions& given) {
   }
   setup.costs.weight_fraction = o.weight_fraction;
   setup.costs.link = link_costs(o);
-  setup.shape.precision = o.precision;
   return setup;
 }
 

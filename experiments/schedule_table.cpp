@@ -233,11 +233,7 @@ ScheduleTable make_table(const train::TrainOptions& options, const TableFlags& f
   for (const auto& shape : table_shapes(f, book.num_layers(), request.batch)) {
     Cell c;
     c.plan = plan::predict(book, request, shape);
-    const auto& costs = book.at(request.batch / shape.M, shape.threads).layers;
-    c.breakdown =
-        tables::simulated_breakdown(costs, shape.training_schedule(), shape.checkpoint,
-                                    link_preset(request.link), c.plan.shape.stage_balance);
-    c.breakdown.step_ms = c.plan.step_ms;
+    c.breakdown = tables::breakdown_of(c.plan.shape, plan::explain(book, request, c.plan));
     c.measured = shape.K <= max_measured;
     table.cells.push_back(std::move(c));
   }

@@ -36,6 +36,21 @@ for name in ["amoebanet-d", "transformer-l"]:
     loss = max(r["max_loss_difference"] or 0 for r in rows)
     print(f"| {name} | {times[name]} | {len(rows)} ({len(measured)}) | {best[2]} | {best[4]} | "
           f"{statistics.median(errors):+.1%} ({min(errors):+.1%}, {max(errors):+.1%}) | {loss:.1e} |")
+families = {"fused": {"gpipe", "1f1b", "interleaved-1f1b", "looped-bfs"},
+            "split": {"zb-h1", "zb-h2"}, "v": {"zbv", "dualpipev", "v-half"}}
+print("\nThe same prediction errors by schedule family (each family has its own calibration, "
+      "costs/calibration.h): median (min, max) over the measured cells with M > 1.\n")
+print("| model | " + " | ".join(families) + " |")
+print("|---|" + "---|" * len(families))
+for name in ["amoebanet-d", "transformer-l"]:
+    rows = json.load(open(f"{out}/{name}.json"))["rows"]
+    cells = []
+    for family, kinds in families.items():
+        errors = [r["predicted_step_ms"] / r["step_ms"] - 1 for r in rows
+                  if r["source"] == "measured" and r["M"] > 1 and r["schedule"] in kinds]
+        cells.append(f"{statistics.median(errors):+.1%} ({min(errors):+.1%}, {max(errors):+.1%}), "
+                     f"{len(errors)} cells" if errors else "-")
+    print(f"| {name} | " + " | ".join(cells) + " |")
 PY
   cat "$out/summary.md"
 }

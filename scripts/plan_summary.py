@@ -32,6 +32,43 @@ def paired_error(p):
     return statistics.median(pairs) if pairs else None
 
 
+FUSED = {"gpipe", "1f1b", "interleaved-1f1b", "looped-bfs"}
+SPLIT = {"zb-h1", "zb-h2"}
+V = {"zbv", "dualpipev", "v-half"}
+
+
+def family(p):
+    """The schedule family a plan is calibrated by (costs/calibration.h): one device is fused."""
+    if p["K"] == 1 or p["schedule"] in FUSED:
+        return "fused"
+    if p["schedule"] in SPLIT:
+        return "split"
+    if p["schedule"] in V:
+        return "v"
+    return "custom"
+
+
+def family_rows(rows):
+    """Per schedule family over every scenario: the paired and planning-time errors (median,
+    range) of its measured plans, each plan counted once per scenario."""
+    out = []
+    for name in ("fused", "split", "v"):
+        runs = [m for r in rows for m in r["runs"] if m["family"] == name]
+        paired = [m["paired_time_error"] for m in runs if m["paired_time_error"] is not None]
+        timed = [m["time_error"] for m in runs]
+        if not runs:
+            continue
+        out.append({"family": name, "plans": len(runs),
+                    "paired_median": statistics.median(paired) if paired else None,
+                    "paired_min": min(paired) if paired else None,
+                    "paired_max": max(paired) if paired else None,
+                    "paired_abs_median": statistics.median(abs(x) for x in paired)
+                    if paired else None,
+                    "time_median": statistics.median(timed), "time_min": min(timed),
+                    "time_max": max(timed)})
+    return out
+
+
 def spread(rounds):
     """How far the slowest round's median was above the fastest's (0 with one round)."""
     return max(rounds) / min(rounds) - 1 if rounds else 0.0
@@ -62,7 +99,8 @@ def main(folder):
                 if "measured_step_ms" not in p:
                     continue
                 time_err, peak_err, peak = errors(p)
-                measured.append({"kind": kind, "shape": shape(p), "time_error": time_err,
+                measured.append({"kind": kind, "shape": shape(p), "family": family(p),
+                                 "time_error": time_err,
                                  "peak_error": peak_err, "measured_step_ms": p["measured_step_ms"],
                                  "predicted_step_ms": p["predicted_step_ms"],
                                  "round_ms": p.get("measured_round_ms", []),
@@ -101,8 +139,10 @@ def main(folder):
                                              default=None),
             "measured_plans": len(measured),
             "runs": measured})
+    families = family_rows(rows)
     with open(os.path.join(folder, "summary.json"), "w") as f:
-        json.dump({"command": "experiments/check_plan.sh", "scenarios": rows}, f, indent=2)
+        json.dump({"command": "experiments/check_plan.sh", "scenarios": rows,
+                   "families": families}, f, indent=2)
     lines = ["# gpipe_plan against measurement", "",
              "Made by `experiments/check_plan.sh` (this folder's COMMAND). Errors are predicted / "
              "measured - 1 over every measured plan of the scenario (the top 3 and the 13 grid "
@@ -136,6 +176,19 @@ def main(folder):
                      "{within_15_percent}/{measured_plans} | {paired_within_15_percent}/"
                      "{measured_plans} | {paired} | {max_round_spread:.1%} |".format(
                          paired=pct(r["max_abs_paired_time_error"], ".1%"), **r))
+    lines += ["", "Per schedule family (costs/calibration.h: fused = gpipe, 1f1b, interleaved-1f1b, "
+              "looped-bfs and every K=1 plan; split = zb-h1, zb-h2; v = zbv, dualpipev, v-half), "
+              "over every measured plan of every scenario: the paired error and the error at "
+              "planning time, median and range.", "",
+              "| family | plans | paired err median | paired range | median abs paired err "
+              "| time err median | time range |",
+              "|---|---|---|---|---|---|---|"]
+    for f in families:
+        lines.append("| {} | {} | {} | {} .. {} | {} | {:+.1%} | {:+.1%} .. {:+.1%} |".format(
+            f["family"], f["plans"], pct(f["paired_median"], "+.1%"),
+            pct(f["paired_min"], "+.1%"), pct(f["paired_max"], "+.1%"),
+            pct(f["paired_abs_median"], ".1%"), f["time_median"], f["time_min"],
+            f["time_max"]))
     lines += ["", "Every measured plan:", "",
               "| scenario | source | shape | predicted ms | measured ms | time err | peak err "
               "| paired err | rounds ms | round spread | calibrations |",

@@ -221,11 +221,11 @@ void Context::check_same_settings(
 }
 
 Context::Context(const Env& env, ContextOptions options) : env_(env), options_(options) {
-  const int64_t K = options_.stages();
-  GPIPE_CHECK(K >= 1, ConfigError, "a distributed pipeline needs K >= 1 stages, got ", K);
+  const int64_t K = options_.devices();
+  GPIPE_CHECK(K >= 1, ConfigError, "a distributed pipeline needs K >= 1 devices, got ", K);
   GPIPE_CHECK(env_.world_size % K == 0, ConfigError, "WORLD_SIZE=", env_.world_size,
               " is not a multiple of K=", K,
-              " stages: the world must be K stages x R replicas (e.g. WORLD_SIZE=", 2 * K,
+              " devices: the world must be K devices x R replicas (e.g. WORLD_SIZE=", 2 * K,
               " for R=2)");
   GPIPE_CHECK(options_.timeout().count() > 0, ConfigError, "the communication timeout must be > 0");
   connect_store();
@@ -256,7 +256,7 @@ Context::Context(const Env& env, ContextOptions options) : env_(env), options_(o
                     : why,
         -1);
   }
-  spdlog::debug("rank {}: stage {} of {}, replica {} of {}", env_.rank, stage(), K, replica(),
+  spdlog::debug("rank {}: device {} of {}, replica {} of {}", env_.rank, device(), K, replica(),
                 replicas());
 }
 
@@ -311,10 +311,10 @@ c10::intrusive_ptr<c10d::ProcessGroup> Context::make_group(const std::string& pr
 void Context::make_groups() {
   world_ = make_gloo(store_, "gpipe/world", env_.rank, env_.world_size, options_.timeout(),
                      env_.master_addr);
-  pipeline_ = make_group(c10::str("gpipe/pp/", replica()), stage(), options_.stages());
-  data_parallel_ = make_group(c10::str("gpipe/dp/", stage()), replica(), replicas());
+  pipeline_ = make_group(c10::str("gpipe/pp/", replica()), device(), options_.devices());
+  data_parallel_ = make_group(c10::str("gpipe/dp/", device()), replica(), replicas());
   if (options_.sync_batchnorm())
-    statistics_ = make_group(c10::str("gpipe/bn/", stage()), replica(), replicas());
+    statistics_ = make_group(c10::str("gpipe/bn/", device()), replica(), replicas());
 }
 
 Context::~Context() {
@@ -337,8 +337,8 @@ Context::~Context() {
 }
 
 std::string Context::describe(int rank) const {
-  const int64_t K = options_.stages();
-  return c10::str("rank ", rank, " (stage ", rank % K, ", replica ", rank / K, ")");
+  const int64_t K = options_.devices();
+  return c10::str("rank ", rank, " (device ", rank % K, ", replica ", rank / K, ")");
 }
 
 void Context::register_rank() {

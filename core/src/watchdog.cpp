@@ -114,11 +114,11 @@ int choose_lost_rank(const std::vector<int>& stale, const std::vector<int>& susp
 std::vector<int> Context::peers_in(const c10d::ProcessGroup& group) const {
   std::vector<int> peers;
   if (&group == pipeline_.get()) {
-    for (int64_t s = 0; s < stages(); ++s)
-      if (s != stage()) peers.push_back(global_rank(s));
+    for (int64_t d = 0; d < devices(); ++d)
+      if (d != device()) peers.push_back(global_rank(d));
   } else if (&group == data_parallel_.get() || &group == statistics_.get()) {
     for (int64_t r = 0; r < replicas(); ++r)
-      if (r != replica()) peers.push_back(rank_of(r, stage()));
+      if (r != replica()) peers.push_back(rank_of(r, device()));
   } else {
     for (int r = 0; r < env_.world_size; ++r)
       if (r != env_.rank) peers.push_back(r);

@@ -1,4 +1,5 @@
-// What every driver's command line shares: list parsing, logging set-up, exit codes.
+// What every driver's command line shares: validators, logging set-up, exit codes (the list
+// parsing it checks values with is common/lists.h).
 //
 // Why this file exists: every program in build/bin must treat bad input the same way — a clear
 // message on stderr and exit code 2, never a crash or a stack trace — and `--help` must work
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/lists.h"
 #include "gpipe/exit_codes.h"
 #include "gpipe/precision.h"
 #include "gpipe/timeline.h"
@@ -21,18 +23,6 @@ namespace gpipe::cli {
 using gpipe::kExitBadInput;
 using gpipe::kExitFailure;
 using gpipe::kExitOk;
-
-// The number `text` starts with, as std::stod reads it, with in `used` how many characters it
-// took: 0 (and 0 returned) when it starts with none or the number is out of a double's range.
-// The one reading of a number for every list, range and size of the command line.
-double leading_number(const std::string& text, size_t* used);
-// "1,2.5,3" -> {1, 2.5, 3}. Throws ConfigError naming `flag` and the bad or empty item.
-std::vector<double> parse_doubles(const std::string& text, const std::string& flag);
-std::vector<int64_t> parse_ints(const std::string& text, const std::string& flag);
-std::vector<std::string> parse_strings(const std::string& text, char separator = ',');
-// As parse_strings, but an empty item ("a,,b", ",") or an empty list is a ConfigError naming
-// `flag` (left out when empty).
-std::vector<std::string> parse_names(const std::string& text, const std::string& flag);
 
 // A flag's number must be finite and within [low, high] (or (low, high], or [low, high)):
 // CLI11's Range lets NaN through and knows no open ends.

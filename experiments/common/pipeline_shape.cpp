@@ -6,38 +6,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "common/cli.h"
-#include "gpipe/device.h"
+#include "common/lists.h"
 #include "gpipe/errors.h"
 
 namespace gpipe {
 namespace {
-
-// Bounds of the flags (docs/design.md, "Bounds"): past them a run would grow memory or threads
-// without doing anything useful.
-constexpr int64_t kMaxDevices = 4096;                   // K, and cores to plan for
-constexpr int64_t kMaxMicroBatches = int64_t{1} << 24;  // M (no more than samples in a batch)
-constexpr int64_t kMaxVirtualStages = 64;               // v per device
-constexpr int64_t kMaxLayers = 1 << 20;                 // layers of one device
-constexpr int64_t kMaxThreads = 4096;                   // intra-op threads of one device
-
-bool is_count(const std::string& text) {
-  return !text.empty() && std::all_of(text.begin(), text.end(), ::isdigit);
-}
-
-// --devices: one device spec per pipeline device ("cpu:0,cpu:1", "cuda:0"), or a number of cores to
-// plan for ("4").
-void check_devices(const std::string& text) {
-  GPIPE_CHECK(!text.empty(), ConfigError, "an empty value (give cpu:0,cpu:1, cuda:0 or a count)");
-  if (is_count(text)) {
-    const auto cores = cli::parse_ints(text, "");
-    GPIPE_CHECK(cores.at(0) >= 1 && cores.at(0) <= kMaxDevices, ConfigError, text,
-                " is not a number of cores in [1, ", kMaxDevices, "]");
-    return;
-  }
-  for (const auto& device : cli::parse_names(text, ""))
-    DeviceSpec::parse(device);
-}
 
 int64_t parse_positive(const std::string& key, const std::string& value) {
   const auto numbers = cli::parse_ints(value, key);
@@ -183,76 +156,6 @@ std::vector<std::string> to_flags(const PipelineShape& shape) {
   if (!shape.devices.empty())
     flags.insert(flags.end(), {"--devices", c10::Join(",", shape.devices)});
   return flags;
-}
-
-void add_shape_flags(CLI::App& app, PipelineShape& shape, int64_t& planning_cores,
-                     const std::string& group) {
-  auto& s = shape;
-  app.add_option("--partitions,-K", s.K,
-                 "number of devices K, each holding one stage (v with --virtual-stages); layers "
-                 "auto-balanced by --balance-by")
-      ->capture_default_str()
-      ->check(cli::int_range(int64_t{0}, kMaxDevices))
-      ->group(group);
-  app.add_option_function<std::string>(
-         "--balance",
-         [&s](const std::string& text) {
-           s.balance = text.empty() ? std::vector<int64_t>{} : cli::parse_ints(text, "");
-         },
-         "layers per device, e.g. 3,3,2 (sets K; \"\" clears a preset's)")
-      ->check(cli::int_list(1, kMaxLayers, /*allow_empty=*/true))
-      ->group(group);
-  app.add_option("--chunks,-M", s.M, "micro-batches per mini-batch")
-      ->capture_default_str()
-      ->check(cli::int_range(int64_t{1}, kMaxMicroBatches))
-      ->group(group);
-  app.add_option_function<std::string>(
-         "--checkpoint", [&s](const std::string& text) { s.checkpoint = parse_checkpoint(text); },
-         "re-materialisation: always | except_last | never")
-      ->default_str(to_string(s.checkpoint))
-      ->check(cli::parsed_by([](const std::string& v) { parse_checkpoint(v); }))
-      ->group(group);
-  app.add_option_function<std::string>(
-         "--schedule", [&s](const std::string& text) { set_schedule(s, text); },
-         schedule_kind_names(" | ") +
-             " | file:PATH (one line of actions per device, F3.1 = micro-batch 3 on virtual "
-             "stage 1, as gpipe_sim --write-schedule writes them; format in "
-             "core/include/gpipe/schedule_file.h)")
-      ->default_str(to_string(s.schedule))
-      ->check(cli::parsed_by(check_schedule))
-      ->group(group);
-  app.add_option("--virtual-stages", s.v,
-                 "v stages per device for interleaved-1f1b and looped-bfs (default 2) and the V "
-                 "schedules zbv, dualpipev and v-half (2); each --balance entry must be a "
-                 "multiple of v")
-      ->capture_default_str()
-      ->check(cli::int_range(int64_t{0}, kMaxVirtualStages))
-      ->group(group);
-  app.add_option_function<std::string>(
-         "--stage-balance",
-         [&s](const std::string& text) { s.stage_balance = cli::parse_ints(text, ""); },
-         "layers per virtual stage in stage order (K*v entries), for v > 1; sets --balance")
-      ->check(cli::int_list(1, kMaxLayers))
-      ->group(group);
-  app.add_option_function<std::string>(
-         "--devices",
-         [&s, &planning_cores](const std::string& text) {
-           if (is_count(text)) {
-             planning_cores = cli::parse_ints(text, "").at(0);
-             s.devices.clear();
-           } else {
-             s.devices = cli::parse_names(text, "");
-             planning_cores = 0;
-           }
-         },
-         "one per pipeline device (K of them): cpu:0,cpu:1 or cuda:0,cuda:1")
-      ->check(cli::parsed_by(check_devices))
-      ->group(group);
-  app.add_option("--threads-per-device", s.threads,
-                 "intra-op threads per device (0: 1 when K > 1, all cores when K = 1)")
-      ->capture_default_str()
-      ->check(cli::int_range(0, static_cast<int>(kMaxThreads)))
-      ->group(group);
 }
 
 PipelineOptions to_pipeline_options(const PipelineShape& shape) {

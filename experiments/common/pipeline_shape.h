@@ -3,11 +3,10 @@
 // Why this file exists: the trainer runs a shape, the planner chooses one and the command line
 // names one. One type carries K, R, M, the schedule, v, re-materialisation, the balances, the
 // devices and the threads, so a plan becomes a run by assignment. Strings exist only where the
-// command line is read (add_shape_flags) or printed (to_flags, describe), and each printer is
-// the inverse of its reader (tested for every schedule).
+// command line is read (shape_flags.h) or printed (to_flags, describe), and each printer is
+// the inverse of its reader (tested for every schedule). No CLI11 here: the costs, the planner
+// and the tables use the shape without the command-line layer.
 #pragma once
-
-#include <CLI/CLI.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -21,7 +20,9 @@ namespace gpipe {
 
 struct PipelineShape {
   int64_t K = 0;  // devices per replica; 0: the balance's length, or 1
-  int64_t R = 1;  // data-parallel replicas (a launcher's choice: no gpipe_train flag)
+  // Data-parallel replicas: a launcher's choice, no gpipe_train flag; a distributed run sets it
+  // from its world (WORLD_SIZE / K), the planner and the launchers read it.
+  int64_t R = 1;
   int64_t M = 1;  // micro-batches of each replica's batch
   ScheduleKind schedule = ScheduleKind::kGPipe;
   // With schedule kCustom: the file it was read from (--schedule file:PATH) and its actions.
@@ -67,15 +68,8 @@ PipelineShape parse_shape(const std::string& text);
 
 // gpipe_train's flags for `shape` (R is not a flag). Of the two balances only one is printed,
 // the stage balance when v > 1 (the trainer derives the other): parsing the flags with
-// add_shape_flags gives back a shape that holds one balance.
+// add_shape_flags (shape_flags.h) gives back a shape that holds one balance.
 std::vector<std::string> to_flags(const PipelineShape& shape);
-
-// Declares --partitions/-K, --balance, --chunks/-M, --checkpoint, --schedule, --virtual-stages,
-// --stage-balance, --devices and --threads-per-device in `group`; each value is checked and
-// parsed into `shape` as it is read (the flags, a TOML preset or --config). --devices also takes
-// a count of cores to plan for ("4"): that goes to `planning_cores`, the device list stays empty.
-void add_shape_flags(CLI::App& app, PipelineShape& shape, int64_t& planning_cores,
-                     const std::string& group);
 
 // The engine's options for `shape`; the balance must be resolved (one entry per device).
 PipelineOptions to_pipeline_options(const PipelineShape& shape);

@@ -3,9 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
-#include <sstream>
+#include <tuple>
 
 #include "common/pipeline_shape.h"
 #include "costs/measured_step.h"
@@ -16,35 +15,111 @@
 
 namespace gpipe::costs {
 
-std::string CalibrationKey::name() const {
-  return c10::str(microbatch, "x", threads, "x", K, "x", M, "x", replicas,
-                  checkpoint == Checkpoint::kNever ? "" : "/" + to_string(checkpoint));
+std::string to_string(ScheduleFamily family) {
+  switch (family) {
+    case ScheduleFamily::kFused:
+      return "fused";
+    case ScheduleFamily::kSplit:
+      return "split";
+    case ScheduleFamily::kV:
+      return "v";
+  }
+  return "?";
 }
 
-CalibrationKey CalibrationKey::parse(const std::string& name) {
-  std::vector<int64_t> v;
-  const auto slash = name.find('/');
-  std::istringstream parts(name.substr(0, slash));
-  for (std::string part; std::getline(parts, part, 'x');) {
-    const bool digits =
-        !part.empty() && part.size() <= 9 && std::all_of(part.begin(), part.end(), [](char c) {
-          return std::isdigit(static_cast<unsigned char>(c)) != 0;
-        });
-    v.push_back(digits ? std::stoll(part) : 0);
+namespace {
+
+ScheduleFamily parse_family(const std::string& text) {
+  for (auto family : {ScheduleFamily::kFused, ScheduleFamily::kSplit, ScheduleFamily::kV}) {
+    if (to_string(family) == text) return family;
   }
-  const bool positive = std::all_of(v.begin(), v.end(), [](int64_t x) { return x >= 1; });
-  GPIPE_CHECK(v.size() == 5 && positive, ConfigError,
-              "a calibration is named micro-batch x threads x K x M x R[/checkpoint], each >= 1, "
-              "got '",
-              name, "'");
-  CalibrationKey key;
-  key.microbatch = v[0];
-  key.threads = static_cast<int>(v[1]);
-  key.K = v[2];
-  key.M = v[3];
-  key.replicas = v[4];
-  if (slash != std::string::npos) key.checkpoint = parse_checkpoint(name.substr(slash + 1));
-  return key;
+  throw ConfigError(c10::str("unknown schedule family '", text, "'; expected fused, split or v"));
+}
+
+auto tied(const CalibrationKey& k) {
+  return std::tie(k.microbatch, k.threads, k.K, k.M, k.replicas, k.checkpoint, k.family);
+}
+
+}  // namespace
+
+ScheduleFamily schedule_family(const Schedule& schedule) {
+  const int64_t K = schedule.devices;
+  if (K <= 1) return ScheduleFamily::kFused;
+  if (schedule.num_stages() > K && schedule.device_of(K) == schedule.device_of(K - 1))
+    return ScheduleFamily::kV;
+  return schedule.splits_backward() ? ScheduleFamily::kSplit : ScheduleFamily::kFused;
+}
+
+ScheduleKind representative(ScheduleFamily family) {
+  switch (family) {
+    case ScheduleFamily::kSplit:
+      return ScheduleKind::kZBH1;
+    case ScheduleFamily::kV:
+      return ScheduleKind::kZBV;
+    case ScheduleFamily::kFused:
+      break;
+  }
+  return ScheduleKind::kGPipe;
+}
+
+PipelineShape CalibrationKey::shape() const {
+  PipelineShape shape;
+  shape.K = K;
+  shape.M = M;
+  shape.schedule = representative(family);
+  shape.v = default_virtual_stages(shape.schedule);
+  shape.checkpoint = checkpoint;
+  shape.threads = threads;
+  return shape;
+}
+
+CalibrationKey CalibrationKey::screening() const {
+  CalibrationKey out = *this;
+  out.checkpoint = Checkpoint::kNever;
+  out.family = ScheduleFamily::kFused;
+  return out;
+}
+
+std::string CalibrationKey::describe() const {
+  return c10::str("micro-batch ", microbatch, ", ", threads, threads == 1 ? " thread" : " threads",
+                  ", K=", K, " M=", M, " R=", replicas, ", ", to_string(checkpoint), ", ",
+                  to_string(family));
+}
+
+bool CalibrationKey::operator<(const CalibrationKey& other) const {
+  return tied(*this) < tied(other);
+}
+
+bool CalibrationKey::operator==(const CalibrationKey& other) const {
+  return tied(*this) == tied(other);
+}
+
+void to_json(nlohmann::json& json, const CalibrationKey& key) {
+  json = {{"microbatch", key.microbatch},
+          {"threads", key.threads},
+          {"K", key.K},
+          {"M", key.M},
+          {"replicas", key.replicas},
+          {"checkpoint", to_string(key.checkpoint)},
+          {"family", to_string(key.family)}};
+}
+
+void from_json(const nlohmann::json& json, CalibrationKey& key) {
+  GPIPE_CHECK(json.is_object(), ConfigError, "a calibration key is an object, got ", json.dump());
+  const auto count = [&](const char* field) {
+    GPIPE_CHECK(json.contains(field) && json.at(field).is_number_integer() &&
+                    json.at(field).get<int64_t>() >= 1,
+                ConfigError, "a calibration key needs an integer ", field, " >= 1, got ",
+                json.dump());
+    return json.at(field).get<int64_t>();
+  };
+  key.microbatch = count("microbatch");
+  key.threads = static_cast<int>(count("threads"));
+  key.K = count("K");
+  key.M = count("M");
+  key.replicas = count("replicas");
+  key.checkpoint = parse_checkpoint(json.value("checkpoint", std::string("never")));
+  key.family = parse_family(json.value("family", std::string("fused")));
 }
 
 CalibrationStep measure_calibration(const models::ModelBuilder& builder, const LayerCosts& costs,
@@ -55,12 +130,15 @@ CalibrationStep measure_calibration(const models::ModelBuilder& builder, const L
   GPIPE_CHECK(devices.empty() || static_cast<int64_t>(devices.size()) >= key.K * key.replicas,
               ConfigError, "calibrating ", key.replicas, " replica(s) of ", key.K,
               " device(s) needs ", key.K * key.replicas, " devices, got ", devices.size());
-  spdlog::info("calibrating: {} GPipe step(s), K={} M={} {} at micro-batch {}, {} thread(s)",
-               key.replicas, key.K, key.M, to_string(key.checkpoint), key.microbatch, key.threads);
+  auto shape = key.shape();
+  shape.precision = options.precision();
+  spdlog::info("calibrating: {} {} step(s), {}", key.replicas, shape.schedule_name(),
+               key.describe());
   CalibrationStep out;
-  const auto balance = balance_by_time(costs, key.K);
-  out.projected_ms =
-      project_step(costs, key.K, key.M, key.checkpoint, link_preset("none"), balance).step_ms;
+  const auto projection = project(shape, costs, link_preset("none"));
+  shape.stage_balance = projection.stage_balance;
+  shape.balance = projection.balance;
+  out.projected_ms = projection.step_ms;
   const int steps =
       options.steps() > 0 ? options.steps() : steps_lasting(kCalibrationMs, out.projected_ms, 1);
   const auto batch = builder.sample_batch(key.microbatch * key.M, options.seed() + 1);
@@ -68,80 +146,65 @@ CalibrationStep measure_calibration(const models::ModelBuilder& builder, const L
   // machine; the slowest sets the step.
   std::vector<double> measured(key.replicas, 0.0);
   run_parallel(key.replicas, [&](int64_t r) {
-    PipelineShape shape;
-    shape.balance = balance;
-    shape.M = key.M;
-    shape.checkpoint = key.checkpoint;
-    shape.threads = key.threads;
-    shape.precision = options.precision();
+    auto replica = shape;
     for (int64_t k = r * key.K; k < (r + 1) * key.K; ++k)
-      shape.devices.push_back(devices.empty() ? "cpu:" + std::to_string(k) : devices[k]);
-    measured[r] =
-        measure_training(builder, batch, shape, optimizer, options.warmup(), steps, options.seed())
-            .median_step_ms;
+      replica.devices.push_back(devices.empty() ? "cpu:" + std::to_string(k) : devices[k]);
+    measured[r] = measure_training(builder, batch, replica, optimizer, options.warmup(), steps,
+                                   options.seed())
+                      .median_step_ms;
   });
   out.measured_ms = *std::max_element(measured.begin(), measured.end());
   return out;
 }
 
-const std::vector<double>& Calibrations::rounds(const std::string& name) const {
-  static const std::vector<double> kNone;
-  const auto found = rounds_.find(name);
-  return found == rounds_.end() ? kNone : found->second;
-}
-
-double Calibrations::median(const std::string& name) const {
-  GPIPE_CHECK(has(name), ConfigError, "the calibration ", name, " has not been measured");
-  return gpipe::median(rounds(name));
-}
-
-double Calibrations::spread(const std::string& name) const {
-  const auto& r = rounds(name);
-  if (r.size() < 2) return 0;
-  const auto [lo, hi] = std::minmax_element(r.begin(), r.end());
+double rounds_spread(const std::vector<double>& rounds) {
+  if (rounds.size() < 2) return 0;
+  const auto [lo, hi] = std::minmax_element(rounds.begin(), rounds.end());
   return *hi / *lo - 1;
 }
 
-void Calibrations::add(const std::string& name, double ratio) {
-  GPIPE_CHECK(ratio > 0 && std::isfinite(ratio), ConfigError, "the calibration ", name,
+void check_ratio(const std::string& what, double ratio) {
+  GPIPE_CHECK(ratio > 0 && std::isfinite(ratio), ConfigError, "the calibration ", what,
               " must be finite and > 0, got ", ratio);
-  rounds_[name].push_back(ratio);
 }
 
-int64_t Calibrations::measure_in_rounds(const std::vector<std::string>& names, int rounds,
-                                        int extra_rounds, double unsettled,
-                                        const std::function<double(const std::string&)>& measure) {
+void check_rounds(int rounds, int extra_rounds) {
   GPIPE_CHECK(rounds >= 1 && extra_rounds >= 0, ConfigError,
               "calibration rounds must be >= 1 and extra rounds >= 0, got ", rounds, " and ",
               extra_rounds);
-  int64_t made = 0;
-  for (int round = 1; round <= rounds + extra_rounds; ++round) {
-    for (const auto& name : names) {
-      if (static_cast<int>(this->rounds(name).size()) >= round) continue;
-      const bool extra = round > rounds;
-      if (extra && spread(name) <= unsettled) continue;
-      if (extra) {
-        spdlog::info("calibration round {} (extra, its rounds spread {:.0f}%): {}", round,
-                     100 * spread(name), name);
-      } else {
-        spdlog::info("calibration round {} of {}: {}", round, rounds, name);
-      }
-      add(name, measure(name));
-      ++made;
-    }
+}
+
+void log_round(const std::string& what, int round, int rounds, double spread) {
+  if (spread >= 0) {
+    spdlog::info("calibration round {} (extra, its rounds spread {:.0f}%): {}", round, 100 * spread,
+                 what);
+  } else {
+    spdlog::info("calibration round {} of {}: {}", round, rounds, what);
   }
-  return made;
 }
 
-nlohmann::json Calibrations::to_json() const {
-  return rounds_;
+nlohmann::json to_json(const Calibrations<CalibrationKey>& calibrations) {
+  auto out = nlohmann::json::array();
+  for (const auto& [key, rounds] : calibrations.all())
+    out.push_back({{"key", key}, {"rounds", rounds}});
+  return out;
 }
 
-Calibrations Calibrations::from_json(const nlohmann::json& json) {
-  Calibrations out;
-  for (const auto& [name, value] : json.items()) {
-    out.rounds_[name] = value.is_number() ? std::vector<double>{value.get<double>()}
-                                          : value.get<std::vector<double>>();
+Calibrations<CalibrationKey> calibrations_from_json(const nlohmann::json& json) {
+  GPIPE_CHECK(json.is_array(), ConfigError,
+              "calibrations are a list of {key, rounds} (an older cache names them by text); got ",
+              json.type_name());
+  Calibrations<CalibrationKey> out;
+  for (const auto& entry : json) {
+    GPIPE_CHECK(entry.is_object() && entry.contains("key") && entry.contains("rounds") &&
+                    entry.at("rounds").is_array(),
+                ConfigError, "a calibration is {key, rounds}, got ", entry.dump());
+    const auto key = entry.at("key").get<CalibrationKey>();
+    for (const auto& ratio : entry.at("rounds")) {
+      GPIPE_CHECK(ratio.is_number(), ConfigError, "a calibration round is a number, got ",
+                  ratio.dump());
+      out.add(key, ratio.get<double>());
+    }
   }
   return out;
 }

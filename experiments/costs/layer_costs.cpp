@@ -102,6 +102,7 @@ LayerCosts measure_layer_costs(const LayerList& layers, const models::SampleBatc
   GPIPE_CHECK(!layers.empty(), ConfigError, "measuring layer costs needs at least one layer");
   LayerCosts costs;
   costs.microbatch = sample.input.size(0);
+  costs.precision = options.precision();
   for (const auto& profile : profile_layers(layers, {sample.input}, device, options)) {
     costs.forward_ms.push_back(profile.forward_ms);
     costs.no_grad_forward_ms.push_back(profile.no_grad_forward_ms);

@@ -24,6 +24,7 @@ namespace gpipe::costs {
 // Per-layer costs of one model at one micro-batch size, in milliseconds and bytes.
 struct LayerCosts {
   int64_t microbatch = 0;
+  Precision precision = Precision::kFp32;  // what the layers computed in
   std::vector<double> forward_ms;  // forward with autograd recording (also the recompute cost)
   // Forward without autograd, as a checkpointed micro-batch runs it; empty: unknown (forward_ms).
   std::vector<double> no_grad_forward_ms;

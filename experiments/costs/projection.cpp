@@ -1,11 +1,84 @@
 #include "costs/projection.h"
 
 #include <algorithm>
+#include <array>
+#include <numeric>
+#include <utility>
+
+#include <c10/util/StringUtil.h>
 
 #include "gpipe/errors.h"
 #include "gpipe/partition.h"
 
 namespace gpipe::costs {
+namespace {
+
+double total(const std::vector<double>& values) {
+  return std::accumulate(values.begin(), values.end(), 0.0);
+}
+
+double largest(const std::vector<double>& values) {
+  return *std::max_element(values.begin(), values.end());
+}
+
+// Every stage at the stages' mean cost: the same work, perfectly balanced.
+std::vector<double> flattened(const std::vector<double>& values) {
+  if (values.empty()) return values;
+  return std::vector<double>(values.size(), total(values) / static_cast<double>(values.size()));
+}
+
+// The layers per virtual stage `shape` is projected with (see project()).
+std::vector<int64_t> stage_balance_of(const PipelineShape& shape, const LayerCosts& costs,
+                                      const Schedule& schedule) {
+  const int64_t stages = schedule.num_stages();
+  std::vector<int64_t> balance = shape.stage_balance;
+  GPIPE_CHECK(!balance.empty() || shape.balance.empty() || schedule.virtual_stages == 1,
+              ConfigError, "a balance per device (", c10::Join(",", shape.balance), ") cannot cut ",
+              shape.describe(), " into its K x v stages; give its stage balance");
+  if (balance.empty()) balance = shape.balance;
+  if (balance.empty()) balance = balance_by_time(costs, stages);
+  GPIPE_CHECK(static_cast<int64_t>(balance.size()) == stages, ConfigError, "a balance of ",
+              balance.size(), " stages was given for ", shape.describe(), ", which has ", stages,
+              " (K x v); give one entry per virtual stage");
+  return balance;
+}
+
+// The shares of the step `with_link` of `schedule` over `costs` (scaled) with `updates` per device:
+// two more simulations, without the link and with every stage at the mean, split its idle time.
+StepShares shares_of(const Schedule& schedule, const LayerCosts& costs,
+                     const SimulationResult& with_link, Checkpoint checkpoint,
+                     const std::vector<double>& updates, const StepProjection& p) {
+  auto unlinked = stage_costs_ms(costs, p.stage_balance, link_preset("none"));
+  const auto without_link = simulate(schedule, unlinked, checkpoint);
+  for (auto* stages : {&unlinked.forward, &unlinked.backward, &unlinked.recompute,
+                       &unlinked.checkpointed_forward, &unlinked.weight, &unlinked.fused_backward})
+    *stages = flattened(*stages);
+  const auto balanced = simulate(schedule, unlinked, checkpoint);
+
+  StepShares out;
+  double work = 0;
+  for (const auto& e : with_link.events) {
+    work_slot(out, e.name) += e.duration;
+    work += e.duration;
+  }
+  const double k = static_cast<double>(schedule.devices);
+  out.optimizer = total(updates);
+  out.communication = k * (with_link.step_time - without_link.step_time + p.allreduce_ms);
+  out.bubble = k * balanced.step_time - work;
+  out.imbalance =
+      k * (without_link.step_time - balanced.step_time) + (k * p.update_ms - total(updates));
+  if (out.imbalance < 0) {  // an order fixed at unit costs can idle more on equal stages
+    out.bubble += out.imbalance;
+    out.imbalance = 0;
+  }
+  const double device_time = k * p.step_ms;
+  for (double* f : {&out.forward, &out.backward, &out.recompute, &out.bubble, &out.imbalance,
+                    &out.communication, &out.optimizer})
+    *f /= device_time;
+  return out;
+}
+
+}  // namespace
 
 LinkModel link_in_ms(const LinkModel& link_seconds, const LayerCosts& costs,
                      const std::vector<int64_t>& balance) {
@@ -42,21 +115,69 @@ SimulationCosts stage_costs_ms(const LayerCosts& costs, const std::vector<int64_
   return sim;
 }
 
-Projection project_step(const LayerCosts& costs, int64_t K, int64_t M, Checkpoint checkpoint,
-                        const LinkModel& link_seconds, std::vector<int64_t> balance) {
-  GPIPE_CHECK(M >= 1, ConfigError, "M (micro-batches) must be >= 1, got ", M);
-  Projection projection;
-  projection.balance = balance.empty() ? balance_by_time(costs, K) : std::move(balance);
-  GPIPE_CHECK(static_cast<int64_t>(projection.balance.size()) == K, ConfigError, "a balance of ",
-              projection.balance.size(), " stages was given for K=", K);
-  const auto sim_costs = stage_costs_ms(costs, projection.balance, link_seconds);
-  const auto result = simulate(make_schedule(ScheduleKind::kGPipe, K, M), sim_costs, checkpoint);
-  const auto updates = sum_by_stage(costs.update_ms, projection.balance);
-  projection.pipeline_ms = result.step_time;
-  projection.update_ms = *std::max_element(updates.begin(), updates.end());
-  projection.step_ms = projection.pipeline_ms + projection.update_ms;
-  projection.bubble_fraction = result.bubble_fraction;
-  return projection;
+double& work_slot(StepShares& shares, const std::string& action) {
+  const char kind = action.front();
+  return kind == 'F' ? shares.forward : kind == 'R' ? shares.recompute : shares.backward;
+}
+
+double StepShares::sum() const {
+  return forward + backward + recompute + bubble + imbalance + communication + optimizer;
+}
+
+std::string StepShares::largest_overhead() const {
+  const std::array<std::pair<const char*, double>, 5> overheads{{{"recompute", recompute},
+                                                                 {"bubble", bubble},
+                                                                 {"imbalance", imbalance},
+                                                                 {"communication", communication},
+                                                                 {"optimizer", optimizer}}};
+  return std::max_element(overheads.begin(), overheads.end(),
+                          [](const auto& a, const auto& b) { return a.second < b.second; })
+      ->first;
+}
+
+StepProjection project(const PipelineShape& shape, const LayerCosts& costs,
+                       const LinkModel& link_seconds, const ProjectionOptions& options) {
+  GPIPE_CHECK(shape.M >= 1, ConfigError, "M (micro-batches) must be >= 1, got ", shape.M);
+  GPIPE_CHECK(shape.precision == costs.precision, ConfigError, "a ", to_string(shape.precision),
+              " step cannot be projected from costs measured in ", to_string(costs.precision),
+              "; profile the model in ", to_string(shape.precision));
+  GPIPE_CHECK(shape.R == 1 || options.allreduce_ms(), ConfigError, "projecting ", shape.describe(),
+              " needs the time of its all-reduce over R=", shape.R, " replicas");
+  const auto schedule = shape.training_schedule();
+  const auto scaled = scaled_compute(costs, options.calibration());
+  StepProjection p;
+  p.stage_balance = stage_balance_of(shape, costs, schedule);
+  p.balance = sum_per_device(schedule.stage_device, schedule.devices, p.stage_balance);
+  const auto linked = stage_costs_ms(scaled, p.stage_balance, link_seconds);
+  const auto result = simulate(schedule, linked, shape.checkpoint);
+  const auto updates = sum_per_device(schedule.stage_device, schedule.devices,
+                                      sum_by_stage(scaled.update_ms, p.stage_balance));
+  p.pipeline_ms = result.step_time;
+  p.bubble_fraction = result.bubble_fraction;
+  p.update_ms = largest(updates);
+  if (shape.R > 1) {
+    const auto parameter_bytes =
+        sum_per_device(schedule.stage_device, schedule.devices,
+                       sum_by_stage(costs.parameter_bytes, p.stage_balance));
+    p.allreduce_ms = options.allreduce_ms()(largest(parameter_bytes));
+  }
+  p.step_ms = p.pipeline_ms + p.allreduce_ms + p.update_ms;
+  if (options.breakdown()) {
+    p.shares = shares_of(schedule, scaled, result, shape.checkpoint, updates, p);
+  }
+  return p;
+}
+
+PipelineShape gpipe_shape(int64_t K, int64_t M, Checkpoint checkpoint,
+                          std::vector<int64_t> balance) {
+  PipelineShape shape;
+  shape.K = K;
+  shape.M = M;
+  shape.schedule = ScheduleKind::kGPipe;
+  shape.v = 1;
+  shape.checkpoint = checkpoint;
+  shape.balance = std::move(balance);
+  return shape;
 }
 
 double samples_per_second(int64_t batch, double step_ms) {

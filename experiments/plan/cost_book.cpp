@@ -42,13 +42,11 @@ nlohmann::json machine() {
 // Transformer spends most of its time profiling.
 constexpr double kProfileSettle = 0.05;
 
-std::string entry_name(int64_t microbatch, int threads) {
-  return std::to_string(microbatch) + "x" + std::to_string(threads);
-}
-
-nlohmann::json to_json(const MicrobatchCosts& c) {
+nlohmann::json to_json(const MicrobatchCosts& c, int threads) {
   const auto& l = c.layers;
-  return {{"forward_ms", l.forward_ms},
+  return {{"microbatch", l.microbatch},
+          {"threads", threads},
+          {"forward_ms", l.forward_ms},
           {"no_grad_forward_ms", l.no_grad_forward_ms},
           {"recompute_ms", l.recompute_ms},
           {"backward_ms", l.backward_ms},
@@ -65,10 +63,11 @@ nlohmann::json to_json(const MicrobatchCosts& c) {
           {"input_bytes", c.input_bytes}};
 }
 
-MicrobatchCosts from_json(const nlohmann::json& j, int64_t microbatch) {
+MicrobatchCosts from_json(const nlohmann::json& j) {
   MicrobatchCosts c;
   auto& l = c.layers;
-  l.microbatch = microbatch;
+  j.at("microbatch").get_to(l.microbatch);
+  GPIPE_CHECK(l.microbatch >= 1, InputError, "costs of micro-batch ", l.microbatch);
   j.at("forward_ms").get_to(l.forward_ms);
   // Absent from caches written before they were measured: those forwards are then priced as the
   // kept forward.
@@ -196,13 +195,16 @@ CostBook::CostBook(models::ModelConfig model, Pipeline::OptimizerFactory optimiz
         "or edited");
     if (entries.contains("state_slots")) state_slots_ = entries.at("state_slots").get<int64_t>();
     if (entries.contains("calibration"))
-      calibration_ = costs::Calibrations::from_json(entries.at("calibration"));
+      calibration_ = costs::calibrations_from_json(entries.at("calibration"));
     if (entries.contains("allreduce")) entries.at("allreduce").get_to(allreduce_);
-    for (const auto& [name, value] : entries.at("costs").items()) {
-      const auto x = name.find('x');
-      const int64_t micro = std::stoll(name.substr(0, x));
-      const int threads = std::stoi(name.substr(x + 1));
-      costs_[{micro, threads}] = from_json(value, micro);
+    GPIPE_CHECK(entries.at("costs").is_array(), InputError,
+                "its costs are named by text, as caches were before typed keys");
+    for (const auto& value : entries.at("costs")) {
+      auto costs = from_json(value);
+      costs.layers.precision = precision_;  // the key's
+      const int threads = value.at("threads").get<int>();
+      GPIPE_CHECK(threads >= 1, InputError, "costs of ", threads, " threads");
+      costs_[{costs.layers.microbatch, threads}] = std::move(costs);
     }
   } catch (const std::exception& e) {
     spdlog::warn("ignoring the entry of the cost cache '{}' for this model ({}); measuring again",
@@ -240,9 +242,10 @@ const MicrobatchCosts& CostBook::at(int64_t microbatch, int threads) {
   return stored;
 }
 
-std::string CostBook::calibration_name(int64_t microbatch, int threads, int64_t stages,
-                                       int64_t replicas, int64_t max_chunks,
-                                       Checkpoint checkpoint) const {
+costs::CalibrationKey CostBook::calibration_key(int64_t microbatch, int threads, int64_t stages,
+                                                int64_t replicas, int64_t max_chunks,
+                                                Checkpoint checkpoint,
+                                                costs::ScheduleFamily family) const {
   GPIPE_CHECK(stages >= 1 && replicas >= 1 && max_chunks >= 1, ConfigError,
               "calibration needs stages, replicas and max_chunks >= 1, got ", stages, ", ",
               replicas, " and ", max_chunks);
@@ -254,34 +257,36 @@ std::string CostBook::calibration_name(int64_t microbatch, int threads, int64_t 
   key.M = std::min(2 * key.K, max_chunks);
   key.replicas = replicas;
   key.checkpoint = checkpoint;
-  return key.name();
+  key.family = key.K == 1 ? costs::ScheduleFamily::kFused : family;
+  const auto kind = costs::representative(key.family);
+  const int64_t v = default_virtual_stages(kind);
+  if (key.K * v > num_layers_ || !schedule_shape_error(kind, key.K, key.M, v).empty())
+    key.family = costs::ScheduleFamily::kFused;
+  return key;
 }
 
-double CostBook::calibration(int64_t microbatch, int threads, int64_t stages, int64_t replicas,
-                             int64_t max_chunks, Checkpoint checkpoint) {
-  const auto name = calibration_in_use(
-      calibration_name(microbatch, threads, stages, replicas, max_chunks, checkpoint));
-  if (calibration_.has(name)) return calibration_.median(name);
-  calibration_.add(name, measure_calibration(name));
+double CostBook::calibration(const costs::CalibrationKey& key) {
+  const auto in_use = calibration_in_use(key);
+  if (calibration_.has(in_use)) return calibration_.median(in_use);
+  calibration_.add(in_use, measure_calibration(in_use));
   save();
-  return calibration_.median(name);
+  return calibration_.median(in_use);
 }
 
-int64_t CostBook::calibrate_in_rounds(const std::vector<std::string>& names, int rounds,
+int64_t CostBook::calibrate_in_rounds(const std::vector<costs::CalibrationKey>& keys, int rounds,
                                       int extra_rounds, double unsettled) {
   const int64_t made = calibration_.measure_in_rounds(
-      names, rounds, extra_rounds, unsettled,
-      [this](const std::string& name) { return measure_calibration(name); });
+      keys, rounds, extra_rounds, unsettled,
+      [this](const costs::CalibrationKey& key) { return measure_calibration(key); });
   if (made > 0) save();
   return made;
 }
 
-std::string CostBook::calibration_in_use(const std::string& name) const {
-  return calibration_rounds(name).empty() ? name.substr(0, name.find('/')) : name;
+costs::CalibrationKey CostBook::calibration_in_use(const costs::CalibrationKey& key) const {
+  return calibration_.has(key) ? key : key.screening();
 }
 
-double CostBook::measure_calibration(const std::string& name, int warmup) {
-  const auto key = costs::CalibrationKey::parse(name);
+double CostBook::measure_calibration(const costs::CalibrationKey& key, int warmup) {
   const auto& costs = at(key.microbatch, key.threads).layers;
   const auto builder = models::make_model(model_);
   return costs::measure_calibration(
@@ -296,8 +301,7 @@ double CostBook::allreduce_ms(int64_t stages, int64_t replicas, double bytes) {
               "an all-reduce needs stages >= 1, replicas >= 2 and bytes >= 0, got ", stages, ", ",
               replicas, " and ", bytes);
   const int64_t mib = std::max<int64_t>(1, std::llround(bytes / (1 << 20)));
-  const auto name =
-      std::to_string(stages) + "x" + std::to_string(replicas) + "x" + std::to_string(mib);
+  const AllReduceKey name{stages, replicas, mib};
   const auto found = allreduce_.find(name);
   if (found != allreduce_.end()) return found->second;
   spdlog::info("timing the gradient all-reduce: {} group(s) of {} replicas, {} MiB each", stages,
@@ -354,12 +358,12 @@ int64_t CostBook::state_slots() {
 void CostBook::save() const {
   if (cache_path_.empty()) return;
   auto cache_json = read_cache(cache_path_);
-  nlohmann::json entries = {{"costs", nlohmann::json::object()}};
+  nlohmann::json entries = {{"costs", nlohmann::json::array()}};
   if (state_slots_ >= 0) entries["state_slots"] = state_slots_;
-  entries["calibration"] = calibration_.to_json();
+  entries["calibration"] = costs::to_json(calibration_);
   entries["allreduce"] = allreduce_;
   for (const auto& [shape, costs] : costs_)
-    entries["costs"][entry_name(shape.first, shape.second)] = to_json(costs);
+    entries["costs"].push_back(to_json(costs, shape.second));
   entries["fingerprint"] = entry_fingerprint(key_, entries);
   cache_json[key_] = entries;
   const auto parent = std::filesystem::path(cache_path_).parent_path();

@@ -7,9 +7,9 @@
 // weight-gradient part, the optimizer update, parameter, kept-activation and output bytes) once
 // at every (micro-batch, threads) the search asks for, and keeps the results in memory and,
 // optionally, in a cache file keyed by the model's configuration and the machine, so a second
-// planning run of the same model measures nothing. Each (micro-batch, threads, K, M, R) is also
-// calibrated against real steps (in rounds, for the plans that contend), and each data-parallel
-// width's gradient all-reduce timed.
+// planning run of the same model measures nothing. Each (micro-batch, threads, K, M, R,
+// re-materialisation, schedule family) is also calibrated against real steps (in rounds, for the
+// plans that contend), and each data-parallel width's gradient all-reduce timed.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -52,40 +53,40 @@ class CostBook {
   // Measures on first use (`microbatch` samples, `threads` intra-op threads on the first
   // device, cpu:0 for CPU plans).
   const MicrobatchCosts& at(int64_t microbatch, int threads);
-  // The calibration (costs/calibration.h) of plans at `microbatch` on `stages` devices: a GPipe
-  // step of K = `stages` devices (M = min(2K, max_chunks), time-balanced, the plan's
-  // `checkpoint`) at `microbatch`, measured over simulated. `replicas` > 1 runs that many such
-  // steps at once on their own devices, as a data-parallel plan's replicas share the machine (the
-  // slowest counts). `max_chunks` (the plan's M) keeps the step to the plan's batch: 2K
-  // micro-batches of the largest size would cost 2K plans' steps to calibrate. Measured once on
-  // first use; the median of its rounds once calibrate_in_rounds has measured it again.
-  // Re-materialisation changes the ratio (a step that keeps every micro-batch's activations runs
-  // its backwards on data gone cold; a checkpointed one rebuilds them right before), so each mode
-  // has its own calibration once measured (calibrate_in_rounds, for the contenders and the grid).
-  // Until then a re-materialising mode is screened with its shape's never calibration, which
-  // keeps the search to one calibration per shape.
-  double calibration(int64_t microbatch, int threads, int64_t stages, int64_t replicas,
-                     int64_t max_chunks, Checkpoint checkpoint = Checkpoint::kNever);
-  // The calibration those arguments name (CalibrationKey::name: "micro-batch x threads x K x M x
-  // R", then "/checkpoint" unless it is never).
-  std::string calibration_name(int64_t microbatch, int threads, int64_t stages, int64_t replicas,
-                               int64_t max_chunks,
-                               Checkpoint checkpoint = Checkpoint::kNever) const;
-  // Measures the named calibrations again in interleaved rounds (Calibrations::
+  // The calibration (costs/calibration.h) of plans at `microbatch` on `stages` devices with
+  // `replicas` replicas, `checkpoint` and a schedule of `family`: the family's representative
+  // step of K = `stages` devices (at most the layers; M = min(2K, max_chunks), time-balanced) at
+  // `microbatch`. `replicas` > 1 runs that many such steps at once on their own devices, as a
+  // data-parallel plan's replicas share the machine (the slowest counts). `max_chunks` (the
+  // plan's M) keeps the step to the plan's batch: 2K micro-batches of the largest size would
+  // cost 2K plans' steps to calibrate. A family whose representative cannot run that K and M
+  // (a V needs 2K layers) is calibrated as fused.
+  costs::CalibrationKey calibration_key(
+      int64_t microbatch, int threads, int64_t stages, int64_t replicas, int64_t max_chunks,
+      Checkpoint checkpoint = Checkpoint::kNever,
+      costs::ScheduleFamily family = costs::ScheduleFamily::kFused) const;
+  // The calibration in use for `key` (calibration_in_use), measured over simulated on first use;
+  // the median of its rounds once calibrate_in_rounds has measured it again.
+  double calibration(const costs::CalibrationKey& key);
+  // Measures the calibrations of `keys` again in interleaved rounds (Calibrations::
   // measure_in_rounds); returns how many measurements it made.
-  int64_t calibrate_in_rounds(const std::vector<std::string>& names, int rounds,
-                              int extra_rounds = 0,
-                              double unsettled = costs::Calibrations::kUnsettledSpread);
-  // One measurement of the calibration `name` now: measured over simulated, after `warmup`
+  int64_t calibrate_in_rounds(
+      const std::vector<costs::CalibrationKey>& keys, int rounds, int extra_rounds = 0,
+      double unsettled = costs::Calibrations<costs::CalibrationKey>::kUnsettledSpread);
+  // One measurement of the calibration `key` now: measured over simulated, after `warmup`
   // steps. Not kept; what a check pairs with a measurement taken right after it.
-  double measure_calibration(const std::string& name, int warmup = 1);
+  double measure_calibration(const costs::CalibrationKey& key, int warmup = 1);
   // The measurements behind a calibration (empty if not made).
-  std::vector<double> calibration_rounds(const std::string& name) const {
-    return calibration_.rounds(name);
+  std::vector<double> calibration_rounds(const costs::CalibrationKey& key) const {
+    return calibration_.rounds(key);
   }
-  // The calibration a prediction named `name` uses now: itself once measured, or while a
-  // re-materialising one is not, its never twin (calibration()).
-  std::string calibration_in_use(const std::string& name) const;
+  // The calibration a prediction of `key` uses now: itself once measured, or until then its
+  // screening key (CalibrationKey::screening: never, fused). Re-materialisation changes the ratio
+  // (a step that keeps every micro-batch's activations runs its backwards on data gone cold; a
+  // checkpointed one rebuilds them right before), and so does the family, so each has its own
+  // calibration once measured (calibrate_in_rounds, for the contenders and the grid); screening
+  // keeps a first search to one calibration per (micro-batch, threads, K, M, R).
+  costs::CalibrationKey calibration_in_use(const costs::CalibrationKey& key) const;
   // Milliseconds of the data-parallel gradient all-reduce: `stages` groups of `replicas` ranks at
   // once (each stage sums over its replicas), each summing `bytes` the way the trainer does
   // (grad_reducer.h: buckets of PipelineOptions' default size, one after another), Gloo over
@@ -118,8 +119,10 @@ class CostBook {
   int64_t state_slots_ = -1;
   int64_t measured_ = 0;
   std::map<std::pair<int64_t, int>, MicrobatchCosts> costs_;
-  costs::Calibrations calibration_;          // by calibration_name
-  std::map<std::string, double> allreduce_;  // "K x R x MiB"
+  costs::Calibrations<costs::CalibrationKey> calibration_;
+  // (K, R, MiB) -> ms
+  using AllReduceKey = std::tuple<int64_t, int64_t, int64_t>;
+  std::map<AllReduceKey, double> allreduce_;
 };
 
 }  // namespace gpipe::plan

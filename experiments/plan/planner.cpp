@@ -9,7 +9,6 @@
 #include "costs/projection.h"
 #include "gpipe/errors.h"
 #include "gpipe/partition.h"
-#include "gpipe/simulator.h"
 
 namespace gpipe::plan {
 namespace {
@@ -131,10 +130,10 @@ std::vector<PipelineShape> candidate_shapes(const PlanRequest& request, int64_t 
   return shapes;
 }
 
-std::string calibration_name(const CostBook& book, const PlanRequest& request,
-                             const PipelineShape& shape) {
-  return book.calibration_name(microbatch(request, shape), shape.threads, shape.K, shape.R, shape.M,
-                               shape.checkpoint);
+costs::CalibrationKey calibration_key(const CostBook& book, const PlanRequest& request,
+                                      const PipelineShape& shape) {
+  return book.calibration_key(microbatch(request, shape), shape.threads, shape.K, shape.R, shape.M,
+                              shape.checkpoint, costs::schedule_family(shape.training_schedule()));
 }
 
 Plan predict(CostBook& book, const PlanRequest& request, const PipelineShape& shape,
@@ -142,48 +141,67 @@ Plan predict(CostBook& book, const PlanRequest& request, const PipelineShape& sh
   // Isolated layer costs scaled to what real steps through the engine take, R replicas at once
   // (cost_book.h).
   return predict(book, request, shape, stage_balance,
-                 book.calibration(microbatch(request, shape), shape.threads, shape.K, shape.R,
-                                  shape.M, shape.checkpoint));
+                 book.calibration(calibration_key(book, request, shape)));
 }
+
+namespace {
+
+// The shape a plan of `shape` runs: cut by `stage_balance`, in the book's precision (so a verify
+// measures what the costs describe), on the request's first K devices.
+PipelineShape planned_shape(const CostBook& book, const PlanRequest& request,
+                            const PipelineShape& shape, const std::vector<int64_t>& stage_balance) {
+  PipelineShape out = shape;
+  out.stage_balance = stage_balance;
+  out.balance.clear();  // the projection's, per device
+  out.precision = book.precision();
+  out.devices.clear();
+  for (int64_t d = 0; d < shape.K && !request.devices.empty(); ++d)
+    out.devices.push_back(request.devices[d]);
+  return out;
+}
+
+// The step of a planned shape projected over the book's costs at `calibration`: the gradient
+// all-reduce of R replicas timed on this machine (CostBook::allreduce_ms) or a ring at the
+// request's bandwidth (2 (R-1)/R x bytes over it).
+costs::StepProjection projection(CostBook& book, const PlanRequest& request,
+                                 const PipelineShape& planned, double calibration, bool breakdown) {
+  const auto& costs = book.at(microbatch(request, planned), planned.threads).layers;
+  const double gbs = request.allreduce_gbs;
+  const int64_t K = planned.K, R = planned.R;
+  const auto allreduce = [&book, gbs, K, R](double bytes) {
+    const double r = static_cast<double>(R);
+    return gbs > 0 ? 2 * (r - 1) / r * bytes / (gbs * 1e9) * 1e3 : book.allreduce_ms(K, R, bytes);
+  };
+  return costs::project(planned, costs, link_preset(request.link),
+                        costs::ProjectionOptions()
+                            .calibration(calibration)
+                            .breakdown(breakdown)
+                            .allreduce_ms(allreduce));
+}
+
+}  // namespace
 
 Plan predict(CostBook& book, const PlanRequest& request, const PipelineShape& shape,
              const std::vector<int64_t>& stage_balance, double slowdown) {
-  const int64_t micro = microbatch(request, shape);
-  const auto& costs = book.at(micro, shape.threads).layers;
-  // Every compute time slowed alike, each kind of forward and backward and the update.
-  const auto slowed = costs::scaled_compute(costs, slowdown);
-  const auto schedule = shape.training_schedule();
   Plan plan;
-  plan.shape = shape;
-  plan.shape.stage_balance = stage_balance;
-  plan.shape.precision = book.precision();  // the costs', so a verify measures the same
-  plan.shape.balance = sum_per_device(schedule.stage_device, shape.K, stage_balance);
-  plan.shape.devices.clear();
-  for (int64_t d = 0; d < shape.K && !request.devices.empty(); ++d)
-    plan.shape.devices.push_back(request.devices[d]);
-
-  const auto result =
-      simulate(schedule, costs::stage_costs_ms(slowed, stage_balance, link_preset(request.link)),
-               shape.checkpoint);
-  const auto updates = sum_per_device(schedule.stage_device, schedule.devices,
-                                      sum_by_stage(slowed.update_ms, stage_balance));
-  const auto params = sum_per_device(schedule.stage_device, schedule.devices,
-                                     sum_by_stage(costs.parameter_bytes, stage_balance));
-  plan.pipeline_ms = result.step_time;
-  plan.bubble_fraction = result.bubble_fraction;
-  plan.update_ms = *std::max_element(updates.begin(), updates.end());
-  if (shape.R > 1) {
-    const double bytes = *std::max_element(params.begin(), params.end());
-    const double R = static_cast<double>(shape.R);
-    plan.allreduce_ms = request.allreduce_gbs > 0
-                            ? 2 * (R - 1) / R * bytes / (request.allreduce_gbs * 1e9) * 1e3
-                            : book.allreduce_ms(shape.K, shape.R, bytes);
-  }
-  plan.step_ms = plan.pipeline_ms + plan.allreduce_ms + plan.update_ms;
-  plan.samples_per_s = static_cast<double>(request.batch) * 1e3 / plan.step_ms;
-  plan.peak_bytes = costs::predict_peak_bytes(costs, schedule, stage_balance, shape.checkpoint,
-                                              book.state_slots());
+  plan.shape = planned_shape(book, request, shape, stage_balance);
+  const auto p = projection(book, request, plan.shape, slowdown, /*breakdown=*/false);
+  plan.shape.balance = p.balance;
+  plan.calibration = slowdown;
+  plan.pipeline_ms = p.pipeline_ms;
+  plan.bubble_fraction = p.bubble_fraction;
+  plan.update_ms = p.update_ms;
+  plan.allreduce_ms = p.allreduce_ms;
+  plan.step_ms = p.step_ms;
+  plan.samples_per_s = costs::samples_per_second(request.batch, plan.step_ms);
+  const auto& costs = book.at(microbatch(request, shape), shape.threads).layers;
+  plan.peak_bytes = costs::predict_peak_bytes(costs, shape.training_schedule(), stage_balance,
+                                              shape.checkpoint, book.state_slots());
   return plan;
+}
+
+costs::StepProjection explain(CostBook& book, const PlanRequest& request, const Plan& plan) {
+  return projection(book, request, plan.shape, plan.calibration, /*breakdown=*/true);
 }
 
 Plan predict(CostBook& book, const PlanRequest& request, const PipelineShape& shape) {
@@ -217,18 +235,18 @@ constexpr size_t kMaxClose = 3;
 
 // The distinct calibrations of the plans of `ranked` predicted within `slack` of the fastest, at
 // most `most` of them, the fastest plans' first.
-std::vector<std::string> calibrations_within(CostBook& book, const PlanRequest& request,
-                                             const std::vector<Plan>& ranked, double slack,
-                                             size_t most) {
-  std::vector<std::string> names;
+std::vector<costs::CalibrationKey> calibrations_within(CostBook& book, const PlanRequest& request,
+                                                       const std::vector<Plan>& ranked,
+                                                       double slack, size_t most) {
+  std::vector<costs::CalibrationKey> keys;
   for (const auto& plan : ranked) {
-    const auto name = calibration_name(book, request, plan.shape);
-    if (names.size() < most && plan.step_ms <= slack * ranked.front().step_ms &&
-        std::find(names.begin(), names.end(), name) == names.end()) {
-      names.push_back(name);
+    const auto key = calibration_key(book, request, plan.shape);
+    if (keys.size() < most && plan.step_ms <= slack * ranked.front().step_ms &&
+        std::find(keys.begin(), keys.end(), key) == keys.end()) {
+      keys.push_back(key);
     }
   }
-  return names;
+  return keys;
 }
 
 SearchResult search_once(CostBook& book, const PlanRequest& request) {

@@ -12,8 +12,9 @@
 //             its gradients, timed here (CostBook::allreduce_ms) or a ring at a given bandwidth
 //             (2 (R-1)/R x bytes / bandwidth), not overlapped: on a CPU the summing thread
 //             takes cores the backward would use; every compute cost is scaled by a
-//             calibration (costs/calibration.h: R real GPipe steps of K devices at once, at the
-//             plan's micro-batch, over simulated), in rounds for the contenders
+//             calibration (costs/calibration.h: R real steps of K devices at once, at the plan's
+//             micro-batch, of the plan's schedule family, over simulated), in rounds for the
+//             contenders; costs/projection.h's project() does the arithmetic
 //   memory    the replay of each device's lowered action list (costs/memory.h)
 //   balance   for each shape, exact min-max partitions of the layers by time, by memory and by
 //             blends of the two; the fastest that fits wins
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "common/pipeline_shape.h"
+#include "costs/projection.h"
 #include "gpipe/schedule.h"
 #include "gpipe/stage.h"
 #include "plan/cost_book.h"
@@ -44,6 +46,7 @@ struct Plan {
   double step_ms = 0;
   double bubble_fraction = 0;
   double samples_per_s = 0;
+  double calibration = 1;          // the compute scale the prediction used (costs/calibration.h)
   std::vector<double> peak_bytes;  // predicted, per device
   // Filled by add_measurement (verify and verify_in_processes call it), once per round: the step
   // time is the median of every round's timed steps, the peak the largest any round saw.
@@ -89,9 +92,10 @@ struct PlanRequest {
 // Every shape the search considers for a model of `num_layers` layers.
 std::vector<PipelineShape> candidate_shapes(const PlanRequest& request, int64_t num_layers);
 
-// The calibration (CostBook::calibration_name) a plan of `shape` is predicted with.
-std::string calibration_name(const CostBook& book, const PlanRequest& request,
-                             const PipelineShape& shape);
+// The calibration (CostBook::calibration_key) a plan of `shape` is predicted with: its
+// micro-batch, threads, K, M, R, re-materialisation and schedule family.
+costs::CalibrationKey calibration_key(const CostBook& book, const PlanRequest& request,
+                                      const PipelineShape& shape);
 
 // `shape` with the given stage balance, predicted.
 Plan predict(CostBook& book, const PlanRequest& request, const PipelineShape& shape,
@@ -101,6 +105,8 @@ Plan predict(CostBook& book, const PlanRequest& request, const PipelineShape& sh
              const std::vector<int64_t>& stage_balance, double slowdown);
 // `shape` with its best balance: the fastest that fits, or the smallest peak when none fits.
 Plan predict(CostBook& book, const PlanRequest& request, const PipelineShape& shape);
+// The projection `plan` was predicted from, with its step split into shares (StepShares).
+costs::StepProjection explain(CostBook& book, const PlanRequest& request, const Plan& plan);
 
 struct SearchResult {
   std::vector<Plan> ranked;      // plans that fit, fastest first

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <map>
-#include <numeric>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -11,7 +10,6 @@
 #include "common/report.h"
 #include "gpipe/errors.h"
 #include "gpipe/schedule.h"
-#include "gpipe/simulator.h"
 
 namespace gpipe::tables {
 namespace {
@@ -33,87 +31,17 @@ std::vector<double> parts(const StepBreakdown& b) {
   return out;
 }
 
-// Where an action's time goes: forward (F), recompute (R), or backward (B and W).
-double& work_slot(StepBreakdown& b, const std::string& action) {
-  const char kind = action.front();
-  return kind == 'F' ? b.forward : kind == 'R' ? b.recompute : b.backward;
-}
-
-double total(const std::vector<double>& values) {
-  return std::accumulate(values.begin(), values.end(), 0.0);
-}
-
-// Every stage at the stages' mean cost: the same work, perfectly balanced.
-std::vector<double> flattened(const std::vector<double>& values) {
-  if (values.empty()) return values;
-  return std::vector<double>(values.size(), total(values) / static_cast<double>(values.size()));
-}
-
 }  // namespace
 
-double StepBreakdown::sum() const {
-  return total(parts(*this));
-}
-
-std::string StepBreakdown::largest_overhead() const {
-  const std::vector<std::pair<std::string, double>> overheads{{"recompute", recompute},
-                                                              {"bubble", bubble},
-                                                              {"imbalance", imbalance},
-                                                              {"communication", communication},
-                                                              {"optimizer", optimizer}};
-  return std::max_element(overheads.begin(), overheads.end(),
-                          [](const auto& a, const auto& b) { return a.second < b.second; })
-      ->first;
-}
-
-StepBreakdown simulated_breakdown(const costs::LayerCosts& costs, int64_t K, int64_t M,
-                                  Checkpoint checkpoint, const LinkModel& link_seconds,
-                                  const std::vector<int64_t>& balance) {
-  return simulated_breakdown(costs, make_schedule(ScheduleKind::kGPipe, K, M), checkpoint,
-                             link_seconds, balance);
-}
-
-StepBreakdown simulated_breakdown(const costs::LayerCosts& costs, const Schedule& schedule,
-                                  Checkpoint checkpoint, const LinkModel& link_seconds,
-                                  const std::vector<int64_t>& balance) {
-  const int64_t K = schedule.devices, M = schedule.microbatches;
-  const auto linked = costs::stage_costs_ms(costs, balance, link_seconds);
-  auto unlinked = costs::stage_costs_ms(costs, balance, link_preset("none"));
-  const auto with_link = simulate(schedule, linked, checkpoint);
-  const auto without_link = simulate(schedule, unlinked, checkpoint);
-  unlinked.forward = flattened(unlinked.forward);
-  unlinked.backward = flattened(unlinked.backward);
-  unlinked.recompute = flattened(unlinked.recompute);
-  unlinked.checkpointed_forward = flattened(unlinked.checkpointed_forward);
-  unlinked.weight = flattened(unlinked.weight);
-  const auto balanced = simulate(schedule, unlinked, checkpoint);
-
+StepBreakdown breakdown_of(const PipelineShape& shape, const costs::StepProjection& projection) {
+  GPIPE_CHECK(projection.shares.has_value(), ConfigError, "the projection of ", shape.describe(),
+              " was made without its breakdown (ProjectionOptions::breakdown)");
   StepBreakdown out;
-  out.K = K;
-  out.M = M;
+  static_cast<costs::StepShares&>(out) = *projection.shares;
+  out.K = shape.K;
+  out.M = shape.M;
   out.source = "simulated";
-  double work = 0;
-  for (const auto& e : with_link.events) {
-    work_slot(out, e.name) += e.duration;
-    work += e.duration;
-  }
-  const auto updates =
-      sum_per_device(schedule.stage_device, K, sum_by_stage(costs.update_ms, balance));
-  const double slowest_update = *std::max_element(updates.begin(), updates.end());
-  const double k = static_cast<double>(K);
-  out.step_ms = with_link.step_time + slowest_update;
-  const double device_time = k * out.step_ms;
-  out.optimizer = total(updates);
-  out.communication = k * (with_link.step_time - without_link.step_time);
-  out.bubble = k * balanced.step_time - work;
-  out.imbalance =
-      k * (without_link.step_time - balanced.step_time) + (k * slowest_update - total(updates));
-  if (out.imbalance < 0) {  // an order fixed at unit costs can idle more on equal stages
-    out.bubble += out.imbalance;
-    out.imbalance = 0;
-  }
-  for (double* f : slots(out))
-    *f /= device_time;
+  out.step_ms = projection.step_ms;
   return out;
 }
 
@@ -129,7 +57,7 @@ StepBreakdown measured_breakdown(const std::vector<TimelineEvent>& events, doubl
     GPIPE_CHECK(e.device >= 0 && e.device < K, ConfigError, "a timeline event of device ", e.device,
                 " in a step of ", K, " devices");
     seen[static_cast<size_t>(e.device)] = true;
-    if (!e.communication) work_slot(out, e.name) += e.duration_us / 1e3;
+    if (!e.communication) costs::work_slot(out, e.name) += e.duration_us / 1e3;
   }
   GPIPE_CHECK(std::all_of(seen.begin(), seen.end(), [](bool s) { return s; }), ConfigError,
               "the timeline does not cover all ", K, " devices of the step");

@@ -1,19 +1,12 @@
-// Where a pipeline step's time goes: forward, backward, recompute, bubble, load imbalance,
-// communication and the optimizer, as fractions of the step's device-time that sum to 1.
+// Where a pipeline step's time goes, simulated and measured: the shares of costs::StepShares
+// (forward, backward, recompute, bubble, load imbalance, communication and the optimizer, as
+// fractions of the step's device-time that sum to 1) with the row they describe.
 //
 // Why this file exists: the paper says the bubble is negligible once M >= 4K and that
-// re-materialisation is GPipe's main overhead; neither shows in a throughput table. This splits
-// K devices x one step into the work each device did (forward, backward with W, recompute, the
-// optimizer update) and the time it waited, and splits the waiting three ways by simulating
-// the same schedule on the same costs:
-//
-//   communication = K x (step with the link - step without it)
-//   bubble        = idle time of the schedule if every stage cost the stages' mean (the
-//                   fill-and-drain of a perfectly balanced pipeline)
-//   imbalance     = the rest of the idle time: what the uneven stages and updates add
-//
-// A simulated breakdown comes from the simulator alone; a measured one takes the work from the
-// executor's timeline of a real step and splits its idle time as the simulation splits it.
+// re-materialisation is GPipe's main overhead; neither shows in a throughput table. A simulated
+// breakdown is the projection's (costs/projection.h: project with `breakdown`); a measured one
+// takes the work from the executor's timeline of a real step and splits its idle time as the
+// simulation of the same shape splits it.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -27,41 +20,24 @@
 
 namespace gpipe::tables {
 
-struct StepBreakdown {
+struct StepBreakdown : costs::StepShares {
   std::string model;
   int64_t K = 0;
   int64_t M = 0;
   std::string source;  // "simulated" | "measured"
   double step_ms = 0;
-  double forward = 0;
-  double backward = 0;  // B and W
-  double recompute = 0;
-  double bubble = 0;
-  double imbalance = 0;
-  double communication = 0;
-  double optimizer = 0;  // measured: also the step's fan-out and gradient zeroing
   // The scaling table's speedup of the same row (projected for simulated rows), when known.
   std::optional<double> speedup;
-
-  double sum() const;
-  // The largest of recompute, bubble, imbalance, communication and optimizer, by name.
-  std::string largest_overhead() const;
 };
 
-// The step of `schedule` (compute actions; K devices, M micro-batches) over `costs` cut into
-// `stage_balance` (one entry per virtual stage), with `checkpoint` and `link_seconds`,
-// simulated.
-StepBreakdown simulated_breakdown(const costs::LayerCosts& costs, const Schedule& schedule,
-                                  Checkpoint checkpoint, const LinkModel& link_seconds,
-                                  const std::vector<int64_t>& stage_balance);
-// The GPipe step on K devices, M micro-batches and `balance` (one entry per device).
-StepBreakdown simulated_breakdown(const costs::LayerCosts& costs, int64_t K, int64_t M,
-                                  Checkpoint checkpoint, const LinkModel& link_seconds,
-                                  const std::vector<int64_t>& balance);
+// The simulated breakdown of `shape` from its projection (made with ProjectionOptions::breakdown).
+// Throws ConfigError when the projection has no shares.
+StepBreakdown breakdown_of(const PipelineShape& shape, const costs::StepProjection& projection);
 
 // A measured step: `events` of one step from the pipeline's timeline (K devices), the step's
 // wall time `step_ms`; the idle time is split into bubble, imbalance and communication in the
-// proportions of `simulated` (the same K, M, balance and link). Throws ConfigError when the
+// proportions of `simulated` (the same K, M, balance and link), and the optimizer share also holds
+// the step's fan-out and gradient zeroing. Throws ConfigError when the
 // events do not cover K devices.
 StepBreakdown measured_breakdown(const std::vector<TimelineEvent>& events, double step_ms,
                                  const StepBreakdown& simulated);

@@ -2,46 +2,28 @@
 
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
 #include <chrono>
-#include <map>
 #include <memory>
-#include <set>
-#include <tuple>
-#include <utility>
 
 #include "common/report.h"
-#include "costs/calibration.h"
-#include "costs/measured_step.h"
-#include "costs/projection.h"
 #include "gpipe/errors.h"
-#include "gpipe/simulator.h"
 #include "gpipe/timing.h"
 #include "tables/paper_figures.h"
+#include "tables/scaling_run.h"
 #include "tables/table_link.h"
 #include "tables/workload.h"
 
 namespace gpipe::tables {
+
+using scaling::elapsed_s;
+using scaling::ModelRun;
+using scaling::ScalingRun;
+
 namespace {
-
-std::string model_key(const ScalingModel& m) {
-  return c10::str(models::to_json(m.config).dump(), "/N", m.batch);
-}
-
-std::vector<std::string> devices_for(const std::string& type, int64_t K) {
-  std::vector<std::string> devices;
-  for (int64_t i = 0; i < K; ++i)
-    devices.push_back(c10::str(type, ":", i));
-  return devices;
-}
 
 int64_t devices_present(const std::string& type) {
   if (type == "cuda") return static_cast<int64_t>(torch::cuda::device_count());
   return hardware_threads();
-}
-
-double elapsed_s(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace
@@ -215,67 +197,6 @@ void normalise(std::vector<ScalingRow>& rows, const std::string& table, int64_t 
 
 namespace {
 
-// Warns that `what` ran beside other work: its timing is not this machine's own.
-void warn_if_busy(const std::string& what, double other_cores) {
-  if (other_cores > 0.25) {
-    spdlog::warn(
-        "{}: other processes kept {:.2f} cores busy meanwhile; its timing is slower "
-        "than this machine can do",
-        what, other_cores);
-  }
-}
-
-// Per model and micro-batch: the layer costs as profiled, and who else used the CPU meanwhile.
-struct RawProfile {
-  costs::LayerCosts costs;
-  double other_cores = 0;
-};
-
-// The same costs scaled by the model's calibration (1: none).
-struct Profiled {
-  costs::LayerCosts costs;
-  double other_cores = 0;
-  double calibration = 1;
-};
-
-// Each check round of a measured run: its projected and measured samples/s and calibration.
-using CheckRounds = std::vector<std::tuple<double, double, double>>;
-
-// What every row of run_scaling shares: the options, the result it fills, where the layers are
-// profiled, and the caches that keep one profile per model and micro-batch and one measurement
-// per run (a run that several tables ask for is measured once).
-struct ScalingRun {
-  ScalingRun(const ScalingOptions& options_in, ScalingResult& result_in)
-      : options(options_in),
-        result(result_in),
-        profile_device(DeviceSpec::parse(options_in.device_type + ":0")),
-        memory(physical_memory_bytes()) {}
-
-  const ScalingOptions& options;
-  ScalingResult& result;
-  const DeviceSpec profile_device;
-  const int64_t memory;                         // physical memory, 0 if unknown
-  std::map<std::string, RawProfile> raw_cache;  // by model and micro-batch
-  std::map<std::string, Profiled> costs_cache;  // the same, calibrated
-  costs::Calibrations calibrations;             // by calibration_label
-  // model_key -> its calibrations' labels by M
-  std::map<std::string, std::map<int64_t, std::string>> calibration_of;
-  std::map<std::string, costs::TrainingMeasurement> measured_cache;
-  std::set<std::string> checked;
-  std::map<std::string, CheckRounds> check_rounds;  // per measured run
-};
-
-// One model of one table, built once for all its rows.
-struct ModelRun {
-  const ScalingTableSpec& table;
-  const TableLink& link;  // the table's
-  const ScalingModel& model;
-  const std::unique_ptr<models::ModelBuilder> builder;
-  const std::string optimizer;
-  const bool can_measure;  // its state fits this machine's memory
-  const models::SampleBatch full_batch;
-};
-
 // Resolves how many devices the measured rows may use and records the machine the tables run
 // on, warning when other work already loads it.
 void describe_machine(const ScalingOptions& options, ScalingResult& result) {
@@ -347,337 +268,16 @@ std::unique_ptr<ModelRun> prepare_model(const ScalingRun& run, const ScalingTabl
                                                 can_measure, std::move(full_batch)});
 }
 
-// Profiles every layer at this micro-batch, logged with who else used the CPU.
-RawProfile profile_layers(const ScalingRun& run, const ModelRun& mr, int64_t M) {
-  const auto& options = run.options;
-  const auto& model = mr.model;
-  const auto& builder = mr.builder;
-  const int64_t micro = model.batch / M;
-  const auto t0 = std::chrono::steady_clock::now();
-  spdlog::info("{}: profiling {} layers at micro-batch {} (M={})", model.label,
-               builder->num_layers(), micro, M);
-  const auto layers = builder->build();
-  const costs::CpuMeter cpu;
-  auto c = costs::measure_layer_costs(
-      layers, builder->sample_batch(micro, /*seed=*/2), builder->loss(), run.profile_device,
-      make_optimizer(mr.optimizer), ProfileOptions(options.profile).precision(options.precision));
-  double forward = c.loss_forward_ms, backward = c.loss_backward_ms, update = 0;
-  for (int64_t i = 0; i < c.num_layers(); ++i) {
-    forward += c.forward_ms[i];
-    backward += c.backward_ms[i];
-    update += c.update_ms[i];
-  }
-  spdlog::info(
-      "{}: micro-batch {}: forward {:.1f} ms, backward {:.1f} ms ({:.2f} ms "
-      "per sample), update {:.1f} ms; profiled in {:.1f} s",
-      model.label, micro, forward, backward, (forward + backward) / static_cast<double>(micro),
-      update, elapsed_s(t0));
-  const double other_cores = cpu.read().other_cores;
-  warn_if_busy(c10::str(model.label, " profile at micro-batch ", micro), other_cores);
-  return RawProfile{std::move(c), other_cores};
-}
-
-// The caches' key of `mr`'s layer costs at M: the model and its micro-batch.
-std::string costs_key(const ModelRun& mr, int64_t M) {
-  return c10::str(model_key(mr.model), "/b", mr.model.batch / M);
-}
-
-// The calibration step of `model` at M: one device, the model's N in M micro-batches, the
-// profiles' threads and the table's re-materialisation.
-costs::CalibrationKey one_device_key(const ScalingOptions& options, const ScalingModel& model,
-                                     int64_t M) {
-  costs::CalibrationKey key;
-  key.M = M;
-  key.microbatch = model.batch / M;
-  key.threads = options.profile.threads();
-  key.checkpoint = options.checkpoint;
-  return key;
-}
-
-// The layer costs of `mr` at M as profiled, the first time anyone asks for them.
-const RawProfile& raw_at(ScalingRun& run, const ModelRun& mr, int64_t M) {
-  const auto key = costs_key(mr, M);
-  if (!run.raw_cache.count(key)) run.raw_cache[key] = profile_layers(run, mr, M);
-  return run.raw_cache.at(key);
-}
-
-// `raw` scaled by the calibration `ratio`.
-Profiled with_calibration(const RawProfile& raw, double ratio) {
-  return Profiled{costs::scaled_compute(raw.costs, ratio), raw.other_cores, ratio};
-}
-
-// `raw` (profiled at M) scaled by its model's calibration at the M nearest to it by ratio (a tie
-// takes the larger M), where the model has one.
-Profiled calibrated(const ScalingRun& run, const ModelRun& mr, const RawProfile& raw, int64_t M) {
-  const auto found = run.calibration_of.find(model_key(mr.model));
-  if (found == run.calibration_of.end()) return with_calibration(raw, 1.0);
-  const std::string* nearest = nullptr;
-  double best = 0;
-  for (const auto& [at, label] : found->second) {  // ascending M: a tie keeps the later one
-    const double distance = std::abs(std::log(static_cast<double>(at) / static_cast<double>(M)));
-    if (nearest == nullptr || distance <= best) {
-      nearest = &label;
-      best = distance;
-    }
-  }
-  return with_calibration(raw, run.calibrations.median(*nearest));
-}
-
-// The calibrated layer costs of `mr` at M.
-const Profiled& profiled_at(ScalingRun& run, const ModelRun& mr, int64_t M) {
-  const auto key = costs_key(mr, M);
-  if (!run.costs_cache.count(key))
-    run.costs_cache[key] = calibrated(run, mr, raw_at(run, mr, M), M);
-  return run.costs_cache.at(key);
-}
-
-// The Ms a model is calibrated at: --calibration-chunks, or the largest M of its rows in any
-// table (its smallest micro-batch: where isolated layer timings miss the most).
-std::vector<int64_t> calibration_chunks(const ScalingOptions& options, const ScalingModel& model) {
-  if (!options.calibration_chunks.empty()) return options.calibration_chunks;
-  int64_t M = 1;
-  for (const auto& table : options.tables) {
-    for (const auto& m : table.models) {
-      if (model_key(m) != model_key(model)) continue;
-      M = std::max(M, *std::max_element(table.chunks.begin(), table.chunks.end()));
-    }
-  }
-  return {M};
-}
-
-// One round of the calibration `key` of `mr` (layer costs `raw` at key.M): a one-device step
-// over its projection.
-double calibration_round(const ScalingRun& run, const ModelRun& mr,
-                         const costs::CalibrationKey& key, const costs::LayerCosts& raw) {
-  const auto& options = run.options;
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto step = costs::measure_calibration(*mr.builder, raw, key, make_optimizer(mr.optimizer),
-                                               costs::CalibrationOptions()
-                                                   .devices({options.device_type + ":0"})
-                                                   .warmup(options.warmup_steps)
-                                                   .steps(options.calibration_steps)
-                                                   .precision(options.precision));
-  spdlog::info(
-      "{}: a one-device step of M={} took {:.1f} ms, its projection {:.1f} ms: {:.3f} "
-      "({:.1f} s)",
-      mr.model.label, key.M, step.measured_ms, step.projected_ms, step.ratio(), elapsed_s(t0));
-  return step.ratio();
-}
-
-// Calibrates every model that fits this machine at its calibration Ms, in rounds interleaved
-// over the models and Ms (ScalingOptions::calibration_rounds), before any row: each M of a model
-// then takes the median of the nearest calibration.
-void calibrate_models(ScalingRun& run, const std::vector<std::unique_ptr<ModelRun>>& model_runs) {
-  const auto& options = run.options;
-  if (!options.calibrate) return;
-  std::vector<std::string> labels;
-  std::map<std::string, std::pair<const ModelRun*, costs::CalibrationKey>> jobs;
-  for (const auto& mr : model_runs) {
-    if (!mr->can_measure || run.calibration_of.count(model_key(mr->model))) continue;
-    for (const int64_t M : calibration_chunks(options, mr->model)) {
-      const auto key = one_device_key(options, mr->model, M);
-      const auto label = c10::str(mr->model.label, " ", key.name());
-      run.calibration_of[model_key(mr->model)][M] = label;
-      labels.push_back(label);
-      jobs.emplace(label, std::make_pair(mr.get(), key));
-      raw_at(run, *mr, M);  // profiled first: the rounds interleave only the steps
-    }
-  }
-  run.calibrations.measure_in_rounds(
-      labels, options.calibration_rounds, 0, 0.0, [&](const std::string& label) {
-        const auto& [model_run, key] = jobs.at(label);
-        return calibration_round(run, *model_run, key, raw_at(run, *model_run, key.M).costs);
-      });
-  for (const auto& label : labels) {
-    const auto& [mr, key] = jobs.at(label);
-    const double median = run.calibrations.median(label);
-    spdlog::info("{}: calibration at M={} {:.3f}, the median of {} round(s) spread {:.1f}%",
-                 mr->model.label, key.M, median, run.calibrations.rounds(label).size(),
-                 100 * run.calibrations.spread(label));
-    run.result.calibrations.push_back({mr->model.config.name(), mr->model.label, key.M, key.name(),
-                                       run.calibrations.rounds(label), median});
-  }
-}
-
-// The projected row at K and M: the simulated step on the table's link, its bubble and the
-// share the link adds; Table 2 also gets the row's simulated breakdown.
-ScalingRow projected_row(ScalingRun& run, const ModelRun& mr, const Profiled& profiled, int64_t K,
-                         int64_t M) {
-  const auto& options = run.options;
-  const auto& costs = profiled.costs;
-  const auto& link = mr.link;
-  const auto balance = costs::balance_by_time(costs, K);
-  const auto projection = costs::project_step(costs, K, M, options.checkpoint, link.link, balance);
-  const auto unlinked =
-      costs::project_step(costs, K, M, options.checkpoint, link_preset("none"), balance);
-  ScalingRow row;
-  row.table = mr.table.id;
-  row.model = mr.model.config.name();
-  row.label = mr.model.label;
-  row.K = K;
-  row.M = M;
-  row.batch = mr.model.batch;
-  row.source = "projected";
-  row.link = mr.table.link;
-  row.step_ms = projection.step_ms;
-  row.samples_per_s = costs::samples_per_second(mr.model.batch, projection.step_ms);
-  row.bubble_fraction = projection.bubble_fraction;
-  row.comm_fraction = 1.0 - unlinked.step_ms / projection.step_ms;
-  if (mr.table.id == "table2") {
-    auto b = simulated_breakdown(costs, K, M, options.checkpoint, link.link, balance);
-    b.model = row.model;
-    run.result.breakdown.rows.push_back(b);
-  }
-  row.balance = balance;
-  row.other_cores = profiled.other_cores;
-  row.calibration = profiled.calibration;
-  row.paper_speedup = paper_speedup(mr.table.id, row.model, K, M);
-  return row;
-}
-
-// The link a measured run has. Under a scaled link a run on CPU virtual devices imposes it
-// (they otherwise share memory); real devices have their own link.
-struct MeasuredLink {
-  bool impose = false;
-  std::string name;  // the scaled link's name, "none" (CPU virtual devices) or "device"
-  LinkModel local;   // what its projection assumes: the imposed link, or none
-};
-
-MeasuredLink measured_link_for(const ScalingOptions& options, const TableLink& link) {
-  MeasuredLink out;
-  out.impose = link.scaled() && options.device_type == "cpu";
-  out.name = out.impose ? link.name : options.device_type == "cpu" ? "none" : "device";
-  out.local = out.impose ? link.link : link_preset("none");
-  return out;
-}
-
-// One measured run of `row`'s K, M and balance on K devices (round r of the check rounds).
-costs::TrainingMeasurement measure_once(const ScalingRun& run, const ModelRun& mr,
-                                        const ScalingRow& row, const MeasuredLink& measured_link,
-                                        int r) {
-  const auto& options = run.options;
-  const auto& model = mr.model;
-  const int64_t K = row.K, M = row.M;
-  const auto t0 = std::chrono::steady_clock::now();
-  spdlog::info(
-      "{}: measuring K={} M={} (balance {}) on {} {} devices, link {}{}", model.label, K, M,
-      c10::Join(",", row.balance), K, options.device_type, measured_link.name,
-      options.check_rounds > 1 ? c10::str(", round ", r + 1, " of ", options.check_rounds) : "");
-  PipelineShape shape;
-  shape.balance = row.balance;
-  shape.devices = devices_for(options.device_type, K);
-  shape.M = M;
-  shape.checkpoint = options.checkpoint;
-  shape.threads = 1;
-  shape.precision = options.precision;
-  auto m = costs::measure_training(*mr.builder, mr.full_batch, shape, make_optimizer(mr.optimizer),
-                                   options.warmup_steps, options.timed_steps, /*seed=*/1,
-                                   measured_link.impose ? mr.link.link : LinkModel{});
-  spdlog::info(
-      "{}: K={} M={}: {:.1f} ms per step, {:.2f} cores busy (measured in {:.1f} "
-      "s)",
-      model.label, K, M, m.median_step_ms, m.cpu.own_cores, elapsed_s(t0));
-  warn_if_busy(c10::str(model.label, " K=", K, " M=", M), m.cpu.other_cores);
-  return m;
-}
-
-// One check round's costs at M: a fresh profile, calibrated right after it by one measurement at
-// M where the table calibrates (the round's profile, calibration and measured run then share
-// that minute's machine).
-Profiled paired_profile(ScalingRun& run, const ModelRun& mr, int64_t M) {
-  auto raw = profile_layers(run, mr, M);
-  if (!run.options.calibrate || !mr.can_measure) return with_calibration(raw, 1.0);
-  return with_calibration(
-      raw, calibration_round(run, mr, one_device_key(run.options, mr.model, M), raw.costs));
-}
-
-// Measures `row`'s run for every check round, keeping round 0's measurement under `run_key`
-// and every round's projected and measured samples/s. With check rounds, each round profiles
-// (and calibrates) afresh right before its measurement.
-void measure_rounds(ScalingRun& run, const ModelRun& mr, const Profiled& profiled,
-                    const ScalingRow& row, const MeasuredLink& measured_link,
-                    const std::string& run_key) {
-  const auto& options = run.options;
-  auto& rounds = run.check_rounds[run_key];
-  for (int r = 0; r < options.check_rounds; ++r) {
-    const auto fresh = options.check_rounds > 1 ? paired_profile(run, mr, row.M) : profiled;
-    auto m = measure_once(run, mr, row, measured_link, r);
-    const auto projected = costs::project_step(fresh.costs, row.K, row.M, options.checkpoint,
-                                               measured_link.local, row.balance);
-    rounds.push_back({costs::samples_per_second(mr.model.batch, projected.step_ms),
-                      costs::samples_per_second(mr.model.batch, m.median_step_ms),
-                      fresh.calibration});
-    if (r == 0) run.measured_cache[run_key] = std::move(m);
-  }
-}
-
-// The projection check of a measured run against its projected twin `row`: the medians over
-// the rounds, each round's error and calibration. The projection is on the link the run had:
-// the scaled one, or none (CPU virtual devices share memory).
-ProjectionCheck projection_check(const ScalingRow& row, const ScalingRow& mrow,
-                                 const CheckRounds& rounds) {
-  ProjectionCheck check;
-  check.model = row.model;
-  check.label = row.label;
-  check.K = row.K;
-  check.M = row.M;
-  check.link = mrow.link;
-  std::vector<double> projected, measured_rate;
-  for (const auto& [p, m, calibration] : rounds) {
-    projected.push_back(p);
-    measured_rate.push_back(m);
-    check.round_errors.push_back(p / m - 1.0);
-    check.round_calibrations.push_back(calibration);
-  }
-  check.measured_samples_per_s = median(measured_rate);
-  check.projected_samples_per_s = median(projected);
-  check.other_cores_measured = mrow.other_cores;
-  check.other_cores_profiled = row.other_cores;
-  return check;
-}
-
-// The measured twin of the projected `row` (measured once per run, whichever tables ask), its
-// measured breakdown for Table 2 and, the first time the run is seen, its projection check.
-void add_measured_row(ScalingRun& run, const ModelRun& mr, const Profiled& profiled,
-                      const ScalingRow& row) {
-  const auto& options = run.options;
-  const auto measured_link = measured_link_for(options, mr.link);
-  const std::string run_key =
-      c10::str(model_key(mr.model), "/K", row.K, "/M", row.M, "/", measured_link.name);
-  if (!run.measured_cache.count(run_key)) {
-    measure_rounds(run, mr, profiled, row, measured_link, run_key);
-  }
-  const auto& measured = run.measured_cache.at(run_key);
-  ScalingRow mrow = row;
-  mrow.source = "measured";
-  mrow.link = measured_link.name;
-  mrow.step_ms = measured.median_step_ms;
-  mrow.samples_per_s = costs::samples_per_second(mr.model.batch, measured.median_step_ms);
-  mrow.bubble_fraction.reset();
-  mrow.other_cores = measured.cpu.other_cores;
-  run.result.rows.push_back(mrow);
-  if (mr.table.id == "table2") {
-    auto b = simulated_breakdown(profiled.costs, row.K, row.M, options.checkpoint,
-                                 measured_link.local, row.balance);
-    b.model = row.model;
-    run.result.breakdown.rows.push_back(
-        measured_breakdown(measured.last_step_events, measured.step_ms.back(), b));
-  }
-  if (run.checked.insert(run_key).second) {
-    run.result.checks.push_back(projection_check(row, mrow, run.check_rounds.at(run_key)));
-  }
-}
-
 // Every row of one model of one table: for each M its profile, for each K the projected row
 // and, where K devices exist and the model fits, the measured one.
 void add_model_rows(ScalingRun& run, const ModelRun& mr) {
   for (int64_t M : mr.table.chunks) {
-    const auto& profiled = profiled_at(run, mr, M);
+    const auto& profiled = scaling::profiled_at(run, mr, M);
     for (int64_t K : mr.table.partitions) {
-      const auto row = projected_row(run, mr, profiled, K, M);
+      const auto row = scaling::projected_row(run, mr, profiled, K, M);
       run.result.rows.push_back(row);
       if (K > run.result.max_measured_k || !mr.can_measure) continue;
-      add_measured_row(run, mr, profiled, row);
+      scaling::add_measured_row(run, mr, profiled, row);
     }
   }
 }
@@ -718,7 +318,7 @@ ScalingResult run_scaling(const ScalingOptions& options) {
     for (const auto& model : table.models)
       model_runs.push_back(prepare_model(run, table, model));
   }
-  calibrate_models(run, model_runs);
+  scaling::calibrate_models(run, model_runs);
   for (const auto& mr : model_runs)
     add_model_rows(run, *mr);
   for (const auto& table : options.tables)

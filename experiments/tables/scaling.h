@@ -124,7 +124,7 @@ struct ScalingRow {
   double calibration = 1;
 };
 
-// One model's calibration: the step it measured (CalibrationKey::name) and every round.
+// One model's calibration: the step it measured (CalibrationKey::describe) and every round.
 struct ScalingCalibration {
   std::string model;  // registry name
   std::string label;

@@ -251,13 +251,13 @@ PY
   kill_rank)
     # Three stages as three processes; kill the middle one mid-step: the others must exit
     # non-zero well within the timeout, naming rank 1.
-    kill_one 3 1 "rank 1 (stage 1, replica 0)" --model sleep --layers 3 --layer-ms 20 \
+    kill_one 3 1 "rank 1 (device 1, replica 0)" --model sleep --layers 3 --layer-ms 20 \
       --balance 1,1,1 --chunks 4 --batch-size 8
     ;;
   kill_replica)
     # K=2 x R=2 with 8 MiB of gradients summed over the replicas on the communication thread;
     # kill rank 3 (replica 1's last stage) mid-step: the others exit naming it.
-    kill_one 4 3 "rank 3 (stage 1, replica 1)" --model mlp --layers 4 --width 640 \
+    kill_one 4 3 "rank 3 (device 1, replica 1)" --model mlp --layers 4 --width 640 \
       --in-features 64 --classes 8 --balance 3,2 --chunks 4 --batch-size 32 --bucket-mb 1
     ;;
   evaluation)
@@ -292,7 +292,7 @@ PY
     status=$?
     pids=()
     [[ $status -ne 0 ]] || fail "rank 0 exited 0: $(tail -2 rank0.log)"
-    grep -q "rank 1 (stage 1, replica 0) was lost" rank0.log ||
+    grep -q "rank 1 (device 1, replica 0) was lost" rank0.log ||
       fail "rank 0 does not name rank 1: $(tail -2 rank0.log)"
     echo "rank 0 exited $status during the evaluation, naming rank 1"
     ;;
@@ -317,8 +317,8 @@ PY
       elapsed=$(( $(date +%s) - start ))
       [[ $elapsed -lt 30 ]] || fail "$fault: the ranks took $elapsed s (timeout 30 s)"
       case $fault in
-        bad-header) expected="corrupt message header from rank 1 (stage 1, replica 0)" ;;
-        wrong-shape) expected="rank 1 (stage 1, replica 0) sent stage 0 a gradient of shape \[9, 64\]" ;;
+        bad-header) expected="corrupt message header from rank 1 (device 1, replica 0)" ;;
+        wrong-shape) expected="rank 1 (device 1, replica 0) sent stage 0 a gradient of shape \[9, 64\]" ;;
       esac
       grep -q "$expected" "${fault}0.log" || fail "$fault: rank 0 says: $(grep -m2 error "${fault}0.log")"
       echo "$fault: both ranks exited in ${elapsed} s; rank 0: $(grep -m1 -o "$expected[^;]*" "${fault}0.log")"
@@ -335,7 +335,7 @@ PY
     status=$?
     elapsed=$(( $(date +%s) - stopped ))
     [[ $status -ne 0 ]] || fail "rank 0 exited 0"
-    grep -q "rank 1 (stage 1, replica 0) was lost" rank0.log || fail "rank 0: $(tail -2 rank0.log)"
+    grep -q "rank 1 (device 1, replica 0) was lost" rank0.log || fail "rank 0: $(tail -2 rank0.log)"
     [[ $elapsed -lt 30 ]] || fail "rank 0 took $elapsed s with a 10 s timeout"
     echo "rank 0 gave up ${elapsed} s after rank 1 went silent, naming it"
     ;;

@@ -245,7 +245,7 @@ stranger
 kill -9 ${pids[0]}
 wait ${pids[1]}; code=$?
 cat r1.err >&2
-exit $code""", 1, ["rank 0 (stage 0, replica 0) was lost"], limit=25,
+exit $code""", 1, ["rank 0 (device 0, replica 0) was lost"], limit=25,
          note="rank 1 used to end in std::terminate (exit 134)"),
     case("ranks", "port_taken_by_another_server", r"""
 port=$(free_port)

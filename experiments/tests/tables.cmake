@@ -6,7 +6,7 @@ gpipe_test(costs_tests SOURCES test_costs.cpp DEPS gpipe_costs)
 if(TARGET costs_tests)
   target_include_directories(costs_tests PRIVATE ${PROJECT_SOURCE_DIR}/core/tests)
 endif()
-gpipe_test(tables_tests SOURCES test_tables.cpp test_max_size.cpp test_breakdown.cpp DEPS gpipe_tables gpipe_models)
+gpipe_test(tables_tests SOURCES test_tables.cpp test_max_size.cpp test_breakdown.cpp DEPS gpipe_tables gpipe_cli gpipe_models)
 if(TARGET tables_tests)
   # One EXPECT_CONFIG_ERROR for every suite: the engine tests' test_util.h.
   target_include_directories(tables_tests PRIVATE ${PROJECT_SOURCE_DIR}/core/tests)

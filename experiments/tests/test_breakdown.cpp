@@ -20,6 +20,15 @@ costs::LayerCosts two_stages(double second_stage_factor = 1) {
   return costs;
 }
 
+// The simulated breakdown of the GPipe step of K devices cut by `balance`.
+StepBreakdown simulated_breakdown(const costs::LayerCosts& costs, int64_t K, int64_t M,
+                                  Checkpoint checkpoint, const LinkModel& link,
+                                  std::vector<int64_t> balance) {
+  const auto shape = costs::gpipe_shape(K, M, checkpoint, std::move(balance));
+  return breakdown_of(
+      shape, costs::project(shape, costs, link, costs::ProjectionOptions().breakdown(true)));
+}
+
 TEST(StepBreakdown, ABalancedPipelineIdlesOnlyInItsBubble) {
   // K=2, M=4 without recompute: the step is (M + K - 1) x 3 ms = 15 ms, each device works 12.
   const auto b =
@@ -53,6 +62,18 @@ TEST(StepBreakdown, UnevenStagesLinksAndRecomputeEachShowInTheirOwnColumn) {
   EXPECT_GT(l.communication, 0.3);
   EXPECT_EQ(l.largest_overhead(), "communication");
   EXPECT_NEAR(l.sum(), 1, 1e-9);
+}
+
+TEST(StepBreakdown, UnevenFusedBackwardsAreImbalanceNotBubble) {
+  // A schedule that does not split its backward runs the fused one: 2 ms on stage 0, 6 ms on
+  // stage 1. The balanced twin puts every stage at the mean (F 1, fused B 4): its idle time,
+  // K x (M + K - 1) x 5 - K x M x 5 = 10 ms, is the bubble; the rest is the uneven stages'.
+  auto costs = two_stages();
+  costs.fused_backward_ms = {2, 6};
+  const auto b = simulated_breakdown(costs, 2, 4, Checkpoint::kNever, link_preset("none"), {1, 1});
+  EXPECT_NEAR(b.bubble * 2 * b.step_ms, 10, 1e-9);
+  EXPECT_GT(b.imbalance, 0.1);
+  EXPECT_NEAR(b.sum(), 1, 1e-9);
 }
 
 TEST(StepBreakdown, AMeasuredStepSplitsItsIdleTimeAsTheSimulationDoes) {

@@ -46,12 +46,18 @@ LayerCosts uniform_costs(int64_t n, double f, double b, double u = 0, double byt
   return costs;
 }
 
+// The GPipe step of K time-balanced devices and M micro-batches over `costs`.
+StepProjection gpipe_step(const LayerCosts& costs, int64_t K, int64_t M, Checkpoint checkpoint,
+                          const LinkModel& link) {
+  return project(gpipe_shape(K, M, checkpoint), costs, link);
+}
+
 TEST(Projection, BalancedStagesFollowTheGPipeFormula) {
   // K balanced stages, M micro-batches, no recompute: (M + K - 1) (F + B), then the update.
   const auto costs = uniform_costs(8, 1.0, 2.0, 0.5);
   for (int64_t K : {1, 2, 4, 8}) {
     for (int64_t M : {1, 4, 32}) {
-      const auto p = project_step(costs, K, M, Checkpoint::kNever, link_preset("none"));
+      const auto p = gpipe_step(costs, K, M, Checkpoint::kNever, link_preset("none"));
       const double stage = 8.0 / static_cast<double>(K);
       EXPECT_NEAR(p.pipeline_ms, static_cast<double>(M + K - 1) * stage * 3.0, 1e-9)
           << "K=" << K << " M=" << M;
@@ -63,9 +69,9 @@ TEST(Projection, BalancedStagesFollowTheGPipeFormula) {
 
 TEST(Projection, RecomputeAddsTheForwardOfEveryCheckpointedMicroBatch) {
   const auto costs = uniform_costs(4, 1.0, 2.0);
-  const auto never = project_step(costs, 1, 4, Checkpoint::kNever, link_preset("none"));
-  const auto always = project_step(costs, 1, 4, Checkpoint::kAlways, link_preset("none"));
-  const auto except_last = project_step(costs, 1, 4, Checkpoint::kExceptLast, link_preset("none"));
+  const auto never = gpipe_step(costs, 1, 4, Checkpoint::kNever, link_preset("none"));
+  const auto always = gpipe_step(costs, 1, 4, Checkpoint::kAlways, link_preset("none"));
+  const auto except_last = gpipe_step(costs, 1, 4, Checkpoint::kExceptLast, link_preset("none"));
   EXPECT_NEAR(always.step_ms - never.step_ms, 4 * 4.0, 1e-9);
   EXPECT_NEAR(except_last.step_ms - never.step_ms, 3 * 4.0, 1e-9);
 }
@@ -76,14 +82,14 @@ TEST(Projection, ScaledComputeScalesEveryTimeButNotTheLink) {
   const auto scaled = scaled_compute(costs, 2.0);
   for (auto M : {1, 8}) {
     // Without a link the simulated step is linear in the costs.
-    EXPECT_NEAR(project_step(scaled, 2, M, Checkpoint::kAlways, link_preset("none")).step_ms,
-                2 * project_step(costs, 2, M, Checkpoint::kAlways, link_preset("none")).step_ms,
+    EXPECT_NEAR(gpipe_step(scaled, 2, M, Checkpoint::kAlways, link_preset("none")).step_ms,
+                2 * gpipe_step(costs, 2, M, Checkpoint::kAlways, link_preset("none")).step_ms,
                 1e-9);
   }
   // On a slow link the transfers keep their time, so the step grows by less than the factor.
   const auto slow = link_preset("pcie").scaled(1e-4);
-  EXPECT_LT(project_step(scaled, 2, 1, Checkpoint::kNever, slow).step_ms,
-            2 * project_step(costs, 2, 1, Checkpoint::kNever, slow).step_ms - 1.0);
+  EXPECT_LT(gpipe_step(scaled, 2, 1, Checkpoint::kNever, slow).step_ms,
+            2 * gpipe_step(costs, 2, 1, Checkpoint::kNever, slow).step_ms - 1.0);
   EXPECT_EQ(scaled.output_bytes, costs.output_bytes);
   EXPECT_CONFIG_ERROR(scaled_compute(costs, 0), "finite and > 0");
   EXPECT_CONFIG_ERROR(scaled_compute(costs, std::nan("")), "finite and > 0");
@@ -123,7 +129,7 @@ TEST(Projection, SpeedupOverNaiveTwoGrowsWithMicroBatchesAndPartitions) {
     return uniform_costs(16, 1.0 / m, 2.0 / m, 0.0, 4096.0 / m);
   };
   const auto step = [&](int64_t K, int64_t M) {
-    return project_step(at(M), K, M, Checkpoint::kAlways, link_preset("tpu")).step_ms;
+    return gpipe_step(at(M), K, M, Checkpoint::kAlways, link_preset("tpu")).step_ms;
   };
   const double base = step(2, 1);
   for (int64_t K : {2, 4, 8}) {
@@ -141,6 +147,74 @@ TEST(Projection, SpeedupOverNaiveTwoGrowsWithMicroBatchesAndPartitions) {
   EXPECT_LE(base / step(8, 1), 4.0 / 3.0);
   EXPECT_GT(base / step(8, 32), 0.85 * 8.0 * 32 / 39);
   EXPECT_LE(base / step(8, 32), 8.0 * 32 / 39);
+}
+
+TEST(Projection, EveryScheduleIsItsSimulationPlusTheSlowestUpdateAndTheAllReduce) {
+  // Eight uneven layers with updates and parameters, a slow link, two replicas, a calibration.
+  LayerCosts costs = uniform_costs(8, 1.0, 2.0, 0.5, 1e5);
+  for (int64_t i = 0; i < 8; ++i) {
+    costs.forward_ms[i] += 0.25 * static_cast<double>(i);
+    costs.weight_ms.push_back(0.75);
+    costs.fused_backward_ms.push_back(1.8 + 0.25 * static_cast<double>(i));
+    costs.update_ms[i] += 0.1 * static_cast<double>(i);
+    costs.parameter_bytes.push_back(1000.0 * static_cast<double>(i + 1));
+  }
+  const auto link = link_preset("pcie").scaled(1e-3);
+  for (auto kind : all_schedule_kinds()) {
+    if (kind == ScheduleKind::kCustom || !schedule_shape_error(kind, 2, 4, 0).empty()) continue;
+    PipelineShape shape = gpipe_shape(2, 4, Checkpoint::kExceptLast);
+    shape.schedule = kind;
+    shape.v = default_virtual_stages(kind);
+    shape.R = 2;
+    double reduced_bytes = 0;
+    const auto p = project(
+        shape, costs, link,
+        ProjectionOptions().calibration(1.5).breakdown(true).allreduce_ms([&](double bytes) {
+          reduced_bytes = bytes;
+          return 3.0;
+        }));
+    const auto schedule = shape.training_schedule();
+    const auto scaled = scaled_compute(costs, 1.5);
+    EXPECT_EQ(p.stage_balance, balance_by_time(costs, 2 * shape.v)) << to_string(kind);
+    EXPECT_EQ(p.balance, sum_per_device(schedule.stage_device, 2, p.stage_balance));
+    EXPECT_DOUBLE_EQ(
+        p.pipeline_ms,
+        simulate(schedule, stage_costs_ms(scaled, p.stage_balance, link), Checkpoint::kExceptLast)
+            .step_time)
+        << to_string(kind);
+    const auto updates =
+        sum_per_device(schedule.stage_device, 2, sum_by_stage(scaled.update_ms, p.stage_balance));
+    EXPECT_DOUBLE_EQ(p.update_ms, *std::max_element(updates.begin(), updates.end()));
+    const auto bytes = sum_per_device(schedule.stage_device, 2,
+                                      sum_by_stage(costs.parameter_bytes, p.stage_balance));
+    EXPECT_DOUBLE_EQ(reduced_bytes, *std::max_element(bytes.begin(), bytes.end()))
+        << "the largest device's parameters";
+    EXPECT_DOUBLE_EQ(p.allreduce_ms, 3.0);
+    EXPECT_DOUBLE_EQ(p.step_ms, p.pipeline_ms + p.allreduce_ms + p.update_ms);
+    ASSERT_TRUE(p.shares.has_value());
+    EXPECT_NEAR(p.shares->sum(), 1, 1e-9) << to_string(kind);
+    EXPECT_GT(p.shares->communication, 2 * 3.0 / (2 * p.step_ms) - 1e-12) << "the all-reduce";
+  }
+}
+
+TEST(Projection, RefusesWhatItCannotProject) {
+  const auto costs = uniform_costs(4, 1.0, 2.0);
+  auto shape = gpipe_shape(2, 2, Checkpoint::kNever);
+  shape.precision = Precision::kBf16;
+  EXPECT_CONFIG_ERROR(project(shape, costs, link_preset("none")),
+                      "bf16 step cannot be projected from costs measured in fp32");
+  shape = gpipe_shape(2, 2, Checkpoint::kNever, {1, 1, 2});
+  EXPECT_CONFIG_ERROR(project(shape, costs, link_preset("none")),
+                      "a balance of 3 stages was given");
+  shape.schedule = ScheduleKind::kInterleaved1F1B;
+  shape.v = 2;
+  shape.balance = {2, 2};
+  EXPECT_CONFIG_ERROR(project(shape, costs, link_preset("none")), "give its stage balance");
+  shape.stage_balance = {1, 1, 1, 1};
+  EXPECT_EQ(project(shape, costs, link_preset("none")).balance, (std::vector<int64_t>{2, 2}));
+  shape.R = 2;
+  EXPECT_CONFIG_ERROR(project(shape, costs, link_preset("none")),
+                      "needs the time of its all-reduce");
 }
 
 TEST(Projection, KLargerThanTheLayersIsAConfigError) {
@@ -302,57 +376,136 @@ TEST(LayerCosts, LayerCostsOfARealModelFeedAProjection) {
   }
   // The head's output is the logits: 2 x 8 x 64 floats.
   EXPECT_EQ(costs.output_bytes.back(), 2 * 8 * 64 * 4);
-  const auto p = project_step(costs, 2, 2, Checkpoint::kAlways, link_preset("pcie"));
+  const auto p = gpipe_step(costs, 2, 2, Checkpoint::kAlways, link_preset("pcie"));
   EXPECT_GT(p.step_ms, 0);
   EXPECT_EQ(p.balance.size(), 2u);
 }
 
 // ---- calibration ------------------------------------------------------------------------------
 
-TEST(Calibration, KeysReadBackFromTheirNames) {
+TEST(Calibration, KeysAreTypedAndReadBackFromJson) {
   CalibrationKey key;
   key.microbatch = 8;
   key.threads = 2;
   key.K = 4;
   key.M = 8;
   key.replicas = 2;
-  EXPECT_EQ(key.name(), "8x2x4x8x2");  // the name the planner's caches hold
   key.checkpoint = Checkpoint::kExceptLast;
-  EXPECT_EQ(key.name(), "8x2x4x8x2/except_last");
-  EXPECT_EQ(CalibrationKey::parse(key.name()), key);
-  EXPECT_EQ(CalibrationKey::parse("8x2x4x8x2").checkpoint, Checkpoint::kNever);
-  for (const std::string bad : {"8x2x4x8", "8x2x4x8x0", "8x2xx8x2", "8x2x4x8x-2", "8x2x4x8x2y"})
-    EXPECT_CONFIG_ERROR(CalibrationKey::parse(bad), "'" + bad + "'");
-  EXPECT_CONFIG_ERROR(CalibrationKey::parse("8x2x4x8x2/sometimes"), "sometimes");
+  key.family = ScheduleFamily::kV;
+  EXPECT_EQ(nlohmann::json(key).get<CalibrationKey>(), key);
+  EXPECT_EQ(key.describe(), "micro-batch 8, 2 threads, K=4 M=8 R=2, except_last, v");
+  const auto screening = key.screening();
+  EXPECT_EQ(screening.checkpoint, Checkpoint::kNever);
+  EXPECT_EQ(screening.family, ScheduleFamily::kFused);
+  EXPECT_TRUE(screening < key || key < screening);
+  EXPECT_FALSE(screening == key);
+  for (const char* field : {"microbatch", "threads", "K", "M", "replicas"}) {
+    auto bad = nlohmann::json(key);
+    bad[field] = 0;
+    EXPECT_CONFIG_ERROR(bad.get<CalibrationKey>(), std::string("integer ") + field + " >= 1");
+  }
+  auto bad = nlohmann::json(key);
+  bad["family"] = "w";
+  EXPECT_CONFIG_ERROR(bad.get<CalibrationKey>(), "unknown schedule family 'w'");
+  bad["family"] = "v";
+  bad["checkpoint"] = "sometimes";
+  EXPECT_CONFIG_ERROR(bad.get<CalibrationKey>(), "sometimes");
 }
 
-TEST(Calibration, RoundsInterleaveTheirNamesAndGiveTheMedian) {
-  Calibrations book;
-  std::vector<std::string> order;
-  std::map<std::string, std::vector<double>> values = {{"a", {1.0, 3.0, 2.0, 9.0, 9.0}},
-                                                       {"b", {1.1, 1.1, 1.1}}};
-  const auto measure = [&](const std::string& name) {
-    order.push_back(name);
-    return values[name][book.rounds(name).size()];
+TEST(Calibration, EveryScheduleHasTheFamilyOfItsBackwardAndPlacement) {
+  const std::map<ScheduleKind, ScheduleFamily> expected{
+      {ScheduleKind::kGPipe, ScheduleFamily::kFused},
+      {ScheduleKind::k1F1B, ScheduleFamily::kFused},
+      {ScheduleKind::kInterleaved1F1B, ScheduleFamily::kFused},
+      {ScheduleKind::kLoopedBFS, ScheduleFamily::kFused},
+      {ScheduleKind::kZBH1, ScheduleFamily::kSplit},
+      {ScheduleKind::kZBH2, ScheduleFamily::kSplit},
+      {ScheduleKind::kZBV, ScheduleFamily::kV},
+      {ScheduleKind::kDualPipeV, ScheduleFamily::kV},
+      {ScheduleKind::kVHalf, ScheduleFamily::kV}};
+  for (auto kind : all_schedule_kinds()) {
+    ASSERT_TRUE(expected.count(kind)) << to_string(kind);
+    const auto schedule = make_schedule(kind, 2, 4, default_virtual_stages(kind));
+    EXPECT_EQ(schedule_family(schedule), expected.at(kind)) << to_string(kind);
+    // Each family's representative is of that family.
+    const auto family = expected.at(kind);
+    const auto rep = representative(family);
+    EXPECT_EQ(schedule_family(make_schedule(rep, 2, 4, default_virtual_stages(rep))), family);
+  }
+  EXPECT_EQ(schedule_family(make_schedule(ScheduleKind::kZBH1, 1, 4)), ScheduleFamily::kFused)
+      << "one device";
+  // A key's shape is its representative's, with the key's K, M and re-materialisation.
+  CalibrationKey key;
+  key.K = 2;
+  key.M = 4;
+  key.family = ScheduleFamily::kV;
+  key.checkpoint = Checkpoint::kAlways;
+  const auto shape = key.shape();
+  EXPECT_EQ(shape.schedule, ScheduleKind::kZBV);
+  EXPECT_EQ(shape.virtual_stages(), 2);
+  EXPECT_EQ(shape.checkpoint, Checkpoint::kAlways);
+  EXPECT_EQ(shape.describe(), "K=2,R=1,M=4,schedule=zbv,v=2,checkpoint=always,threads=1");
+}
+
+TEST(Calibration, RoundsInterleaveTheirKeysAndGiveTheMedian) {
+  Calibrations<CalibrationKey> book;
+  CalibrationKey a, b;
+  b.M = 2;
+  std::vector<CalibrationKey> order;
+  std::map<CalibrationKey, std::vector<double>> values = {{a, {1.0, 3.0, 2.0, 9.0, 9.0}},
+                                                          {b, {1.1, 1.1, 1.1}}};
+  const auto measure = [&](const CalibrationKey& key) {
+    order.push_back(key);
+    return values[key][book.rounds(key).size()];
   };
-  EXPECT_EQ(book.measure_in_rounds({"a", "b"}, 3, 0, 0.1, measure), 6);
-  EXPECT_EQ(order, (std::vector<std::string>{"a", "b", "a", "b", "a", "b"}));
-  EXPECT_DOUBLE_EQ(book.median("a"), 2.0);
-  EXPECT_DOUBLE_EQ(book.spread("a"), 2.0);  // 3 / 1 - 1
-  EXPECT_DOUBLE_EQ(book.spread("b"), 0.0);
+  EXPECT_EQ(book.measure_in_rounds({a, b}, 3, 0, 0.1, measure), 6);
+  EXPECT_EQ(order, (std::vector<CalibrationKey>{a, b, a, b, a, b}));
+  EXPECT_DOUBLE_EQ(book.median(a), 2.0);
+  EXPECT_DOUBLE_EQ(book.spread(a), 2.0);  // 3 / 1 - 1
+  EXPECT_DOUBLE_EQ(book.spread(b), 0.0);
   // Rounds already held count; extra rounds measure only what is still unsettled.
-  EXPECT_EQ(book.measure_in_rounds({"a", "b"}, 3, 2, 0.1, measure), 2);
-  EXPECT_EQ(book.rounds("a").size(), 5u);
-  EXPECT_EQ(book.rounds("b").size(), 3u);
-  EXPECT_DOUBLE_EQ(book.median("a"), 3.0);
-  // JSON keeps every round, and the single number of older caches reads as one round.
-  const auto copy = Calibrations::from_json(book.to_json());
-  EXPECT_EQ(copy.rounds("a"), book.rounds("a"));
-  EXPECT_EQ(Calibrations::from_json(nlohmann::json{{"c", 1.5}}).rounds("c"),
-            (std::vector<double>{1.5}));
-  EXPECT_CONFIG_ERROR(book.median("c"), "has not been measured");
-  EXPECT_CONFIG_ERROR(book.add("a", 0), "finite and > 0");
-  EXPECT_CONFIG_ERROR(book.measure_in_rounds({"a"}, 0, 0, 0.1, measure), "got 0 and 0");
+  EXPECT_EQ(book.measure_in_rounds({a, b}, 3, 2, 0.1, measure), 2);
+  EXPECT_EQ(book.rounds(a).size(), 5u);
+  EXPECT_EQ(book.rounds(b).size(), 3u);
+  EXPECT_DOUBLE_EQ(book.median(a), 3.0);
+  // JSON keeps every round under its typed key; the text-named form of older caches is refused.
+  const auto json = to_json(book);
+  ASSERT_TRUE(json.is_array());
+  EXPECT_EQ(json[0]["key"], nlohmann::json(a));
+  const auto copy = calibrations_from_json(json);
+  EXPECT_EQ(copy.rounds(a), book.rounds(a));
+  EXPECT_EQ(copy.rounds(b), book.rounds(b));
+  EXPECT_CONFIG_ERROR(calibrations_from_json(nlohmann::json{{"2x1x1x2x1", {1.5}}}),
+                      "an older cache names them by text");
+  EXPECT_CONFIG_ERROR(calibrations_from_json(nlohmann::json::array({{{"key", a}}})),
+                      "a calibration is {key, rounds}");
+  CalibrationKey c;
+  c.M = 3;
+  EXPECT_CONFIG_ERROR(book.median(c), "micro-batch 1, 1 thread, K=1 M=3 R=1, never, fused has not");
+  EXPECT_CONFIG_ERROR(book.add(a, 0), "finite and > 0");
+  EXPECT_CONFIG_ERROR(book.measure_in_rounds({a}, 0, 0, 0.1, measure), "got 0 and 0");
+}
+
+TEST(Calibration, AFamilysCalibrationMeasuresItsRepresentativeSchedule) {
+  const auto builder = models::make_model(tiny_transformer(2));
+  const auto costs = measure_layer_costs(builder->build(), builder->sample_batch(2, 3),
+                                         builder->loss(), DeviceSpec::parse("cpu:0"), adam(),
+                                         ProfileOptions().warmup(0).iterations(1).threads(1));
+  for (auto family : {ScheduleFamily::kSplit, ScheduleFamily::kV}) {
+    CalibrationKey key;
+    key.microbatch = 2;
+    key.K = 2;
+    key.M = 4;
+    key.family = family;
+    const auto step =
+        measure_calibration(*builder, costs, key, adam(), CalibrationOptions().warmup(1).steps(1));
+    EXPECT_GT(step.measured_ms, 0);
+    EXPECT_DOUBLE_EQ(step.projected_ms, project(key.shape(), costs, link_preset("none")).step_ms)
+        << to_string(family);
+    EXPECT_NE(step.projected_ms,
+              project(CalibrationKey(key.screening()).shape(), costs, link_preset("none")).step_ms)
+        << "a " << to_string(family) << " step is not the fused one";
+  }
 }
 
 TEST(Calibration, AOneDeviceCalibrationMakesItsProjectionTheMeasuredStep) {
@@ -368,9 +521,9 @@ TEST(Calibration, AOneDeviceCalibrationMakesItsProjectionTheMeasuredStep) {
       measure_calibration(*builder, costs, key, adam(), CalibrationOptions().warmup(1).steps(1));
   ASSERT_GT(step.measured_ms, 0);
   EXPECT_NEAR(step.projected_ms,
-              project_step(costs, 1, 2, Checkpoint::kAlways, link_preset("none")).step_ms, 1e-9);
+              gpipe_step(costs, 1, 2, Checkpoint::kAlways, link_preset("none")).step_ms, 1e-9);
   const auto calibrated = scaled_compute(costs, step.ratio());
-  EXPECT_NEAR(project_step(calibrated, 1, 2, Checkpoint::kAlways, link_preset("none")).step_ms,
+  EXPECT_NEAR(gpipe_step(calibrated, 1, 2, Checkpoint::kAlways, link_preset("none")).step_ms,
               step.measured_ms, 1e-6 * step.measured_ms);
   EXPECT_EQ(calibrated.output_bytes, costs.output_bytes);  // what the links carry stays
   key.replicas = 2;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 
 #include "gpipe/errors.h"
 #include "gpipe/timing.h"
@@ -176,7 +177,7 @@ TEST_F(PlanSearch, TheCostCacheIgnoresForeignEntriesAndNeverOverwritesOtherFiles
   EXPECT_EQ(moved.measured(), 1) << "an entry of another model was trusted";
   // An edited cost (below 0) fails the fingerprint; sealed anew, the value check refuses it.
   std::ifstream(path) >> both;
-  both[small_key]["costs"]["2x1"]["forward_ms"][0] = -1.0;
+  both[small_key]["costs"][0]["forward_ms"][0] = -1.0;
   seal_cost_cache(both);
   std::ofstream(path) << both.dump();
   CostBook negative(mlp(), sgd(), path.string());
@@ -198,64 +199,70 @@ TEST_F(PlanSearch, CalibrationRunsEachReplicaCountOnceAndIsCached) {
   const auto path = std::filesystem::temp_directory_path() / "gpipe_plan_calibration_test.json";
   std::filesystem::remove(path);
   CostBook first(mlp(), sgd(), path.string());
-  const double one = first.calibration(2, 1, 1, 1, 4);  // K=1: M = 2
-  const double two = first.calibration(2, 1, 1, 2, 1);  // two replicas of M = 1
+  const auto one_key = first.calibration_key(2, 1, 1, 1, 4);  // K=1: M = 2
+  const auto two_key = first.calibration_key(2, 1, 1, 2, 1);  // two replicas of M = 1
+  EXPECT_EQ(one_key.M, 2);
+  EXPECT_EQ(two_key.replicas, 2);
+  const double one = first.calibration(one_key);
+  const double two = first.calibration(two_key);
   EXPECT_GT(one, 0);
   EXPECT_GT(two, 0);
   const auto cache = cache_section(path, "calibration");
-  EXPECT_TRUE(cache.contains("2x1x1x2x1")) << cache.dump();
-  EXPECT_TRUE(cache.contains("2x1x1x1x2")) << cache.dump();
+  ASSERT_TRUE(cache.is_array()) << cache.dump();
+  std::set<nlohmann::json> keys;
+  for (const auto& entry : cache)
+    keys.insert(entry.at("key"));
+  EXPECT_EQ(keys, (std::set<nlohmann::json>{nlohmann::json(one_key), nlohmann::json(two_key)}));
   CostBook second(mlp(), sgd(), path.string());
-  EXPECT_EQ(second.calibration(2, 1, 1, 1, 4), one);
-  EXPECT_EQ(second.calibration(2, 1, 1, 2, 1), two);
+  EXPECT_EQ(second.calibration(one_key), one);
+  EXPECT_EQ(second.calibration(two_key), two);
   EXPECT_EQ(second.measured(), 0);  // nothing measured again
   std::filesystem::remove(path);
   // Replicas need devices of their own.
   CostBook one_device(mlp(), sgd(), "", 0, {"cpu:0"});
-  EXPECT_CONFIG_ERROR(one_device.calibration(2, 1, 1, 2, 1), "needs 2 devices, got 1");
+  EXPECT_CONFIG_ERROR(one_device.calibration(two_key), "needs 2 devices, got 1");
 }
 
 // Calibrations measured again in rounds give their median, are kept with every round in the
-// cache (which may still hold a single number from before rounds), extra rounds measure again
-// those whose rounds disagree, and a search with rounds measures its contenders' calibrations
-// that many times.
+// cache, extra rounds measure again those whose rounds disagree, and a search with rounds measures
+// its contenders' calibrations that many times. A cache of the text-named form before typed keys
+// is measured again.
 TEST_F(PlanSearch, CalibrationsInRoundsGiveTheirMedianAndAreCached) {
   const auto path = std::filesystem::temp_directory_path() / "gpipe_plan_rounds_test.json";
   std::filesystem::remove(path);
   CostBook book(mlp(), sgd(), path.string());
-  const double first = book.calibration(2, 1, 1, 1, 4);
-  const auto name = book.calibration_name(2, 1, 1, 1, 4);
-  const auto other = book.calibration_name(4, 1, 1, 1, 1);
-  EXPECT_EQ(name, "2x1x1x2x1");
-  EXPECT_EQ(book.calibrate_in_rounds({name, other}, 3), 5);  // 2 more of one, 3 of the other
-  const auto rounds = book.calibration_rounds(name);
+  const auto key = book.calibration_key(2, 1, 1, 1, 4);
+  const auto other = book.calibration_key(4, 1, 1, 1, 1);
+  const double first = book.calibration(key);
+  EXPECT_EQ(book.calibrate_in_rounds({key, other}, 3), 5);  // 2 more of one, 3 of the other
+  const auto rounds = book.calibration_rounds(key);
   ASSERT_EQ(rounds.size(), 3u);
   EXPECT_EQ(rounds[0], first);
-  EXPECT_EQ(book.calibration(2, 1, 1, 1, 4), median(rounds));
+  EXPECT_EQ(book.calibration(key), median(rounds));
   EXPECT_EQ(book.calibration_rounds(other).size(), 3u);
-  EXPECT_EQ(book.calibrate_in_rounds({name, other}, 3), 0);
-  EXPECT_CONFIG_ERROR(book.calibrate_in_rounds({name}, 0),
+  EXPECT_EQ(book.calibrate_in_rounds({key, other}, 3), 0);
+  EXPECT_CONFIG_ERROR(book.calibrate_in_rounds({key}, 0),
                       "rounds must be >= 1 and extra rounds >= 0, got 0 and 0");
-  EXPECT_CONFIG_ERROR(book.calibrate_in_rounds({name}, 1, -1), "got 1 and -1");
+  EXPECT_CONFIG_ERROR(book.calibrate_in_rounds({key}, 1, -1), "got 1 and -1");
   {
     CostBook cached(mlp(), sgd(), path.string());
-    EXPECT_EQ(cached.calibration_rounds(name), rounds);
+    EXPECT_EQ(cached.calibration_rounds(key), rounds);
+    EXPECT_EQ(cached.measured(), 0);
   }
   // Extra rounds measure again only rounds that disagree: all agree within an unbounded spread,
   // none within 0. (Not 1000%: a 1-step round of this small MLP beside other tests can be
   // preempted for ten times its length - it failed so in ctest -j2.)
-  EXPECT_EQ(book.calibrate_in_rounds({name}, 3, 2, std::numeric_limits<double>::infinity()), 0);
-  EXPECT_EQ(book.calibrate_in_rounds({name}, 3, 2, 0.0), 2);
-  EXPECT_EQ(book.calibration_rounds(name).size(), 5u);
-  // A cache written before rounds: one number.
+  EXPECT_EQ(book.calibrate_in_rounds({key}, 3, 2, std::numeric_limits<double>::infinity()), 0);
+  EXPECT_EQ(book.calibrate_in_rounds({key}, 3, 2, 0.0), 2);
+  EXPECT_EQ(book.calibration_rounds(key).size(), 5u);
+  // A cache written before typed keys names its calibrations by text: it is measured again.
   nlohmann::json cache;
   std::ifstream(path) >> cache;
-  model_entry(cache)["calibration"][name] = 1.25;
+  model_entry(cache)["calibration"] = {{"2x1x1x2x1", {1.25}}};
   seal_cost_cache(cache);
   std::ofstream(path) << cache.dump();
   CostBook old(mlp(), sgd(), path.string());
-  EXPECT_EQ(old.calibration(2, 1, 1, 1, 4), 1.25);
-  EXPECT_EQ(old.calibration_rounds(name).size(), 1u);
+  EXPECT_TRUE(old.calibration_rounds(key).empty());
   std::filesystem::remove(path);
   // The search: the fastest plan's calibration has every round.
   CostBook fresh(mlp(), sgd());
@@ -264,32 +271,53 @@ TEST_F(PlanSearch, CalibrationsInRoundsGiveTheirMedianAndAreCached) {
   request.calibration_rounds = 2;
   const auto result = search(fresh, request);
   ASSERT_FALSE(result.ranked.empty());
-  EXPECT_EQ(fresh.calibration_rounds(calibration_name(fresh, request, result.ranked.front().shape))
-                .size(),
-            2u);
+  EXPECT_EQ(
+      fresh.calibration_rounds(calibration_key(fresh, request, result.ranked.front().shape)).size(),
+      2u);
 }
 
-// A re-materialising plan is predicted from its shape's never calibration until its own mode's
-// is measured (in rounds, as contenders' and grid shapes' are), then from its own, which runs its
-// step with that mode; both are kept in the cache.
-TEST_F(PlanSearch, ARecomputingPlanIsScreenedWithTheNeverCalibrationUntilItsOwnIsMeasured) {
+// A re-materialising plan, or one of a split or V schedule, is predicted from its shape's never,
+// fused calibration until its own is measured (in rounds, as contenders' and grid shapes' are),
+// then from its own, which runs its step with that mode and the family's schedule; both are kept
+// in the cache. A family whose representative cannot run the key's K and M is calibrated fused.
+TEST_F(PlanSearch, APlanIsScreenedWithTheFusedNeverCalibrationUntilItsOwnIsMeasured) {
   const auto path = std::filesystem::temp_directory_path() / "gpipe_plan_mode_test.json";
   std::filesystem::remove(path);
   CostBook book(mlp(), sgd(), path.string());
-  const auto never = book.calibration_name(2, 1, 1, 1, 4);
-  const auto always = book.calibration_name(2, 1, 1, 1, 4, Checkpoint::kAlways);
-  EXPECT_EQ(always, "2x1x1x2x1/always");
-  EXPECT_EQ(book.calibration(2, 1, 1, 1, 4, Checkpoint::kAlways), book.calibration(2, 1, 1, 1, 4));
+  const auto never = book.calibration_key(2, 1, 1, 1, 4);
+  const auto always = book.calibration_key(2, 1, 1, 1, 4, Checkpoint::kAlways);
+  EXPECT_EQ(always.checkpoint, Checkpoint::kAlways);
+  EXPECT_EQ(book.calibration(always), book.calibration(never));
   EXPECT_EQ(book.calibration_in_use(always), never);
   EXPECT_TRUE(book.calibration_rounds(always).empty());
   EXPECT_EQ(book.calibrate_in_rounds({always}, 1), 1);
   EXPECT_EQ(book.calibration_in_use(always), always);
-  EXPECT_EQ(book.calibration(2, 1, 1, 1, 4, Checkpoint::kAlways),
-            book.calibration_rounds(always)[0]);
+  EXPECT_EQ(book.calibration(always), book.calibration_rounds(always)[0]);
   CostBook cached(mlp(), sgd(), path.string());
   EXPECT_EQ(cached.calibration_rounds(always), book.calibration_rounds(always));
-  EXPECT_CONFIG_ERROR(book.measure_calibration(never + "/sometimes"),
-                      "unknown checkpoint mode 'sometimes'");
+  // Families: K = 1 is always fused; at K = 2 a split and a V key are their own.
+  EXPECT_EQ(
+      book.calibration_key(2, 1, 1, 1, 4, Checkpoint::kNever, costs::ScheduleFamily::kV).family,
+      costs::ScheduleFamily::kFused);
+  const auto v = book.calibration_key(2, 1, 2, 1, 4, Checkpoint::kNever, costs::ScheduleFamily::kV);
+  const auto split =
+      book.calibration_key(2, 1, 2, 1, 4, Checkpoint::kNever, costs::ScheduleFamily::kSplit);
+  EXPECT_EQ(v.family, costs::ScheduleFamily::kV);
+  EXPECT_EQ(split.family, costs::ScheduleFamily::kSplit);
+  EXPECT_EQ(book.calibration_in_use(v), v.screening());
+  EXPECT_EQ(book.calibrate_in_rounds({v, split}, 1), 2);
+  EXPECT_EQ(book.calibration_in_use(v), v);
+  EXPECT_EQ(book.calibration(split), book.calibration_rounds(split)[0]);
+  // The planner's key of a zbv shape is the V family's.
+  auto request = cpu_request(2, 8);
+  PipelineShape zbv;
+  zbv.K = 2;
+  zbv.M = 4;
+  zbv.schedule = ScheduleKind::kZBV;
+  zbv.v = 2;
+  zbv.checkpoint = Checkpoint::kNever;
+  zbv.threads = 1;
+  EXPECT_EQ(calibration_key(book, request, zbv), v);
   std::filesystem::remove(path);
 }
 
@@ -330,15 +358,21 @@ TEST_F(PlanSearch, APredictionScalesWithItsCalibration) {
   const auto request = cpu_request(2, 8);
   const auto shape = parse_shape("K=2,M=4,schedule=1f1b");
   const auto planned = predict(book, request, shape);
-  const double slowdown = book.calibration(2, 1, 2, 1, 4);
+  const auto key = calibration_key(book, request, shape);
+  const double slowdown = book.calibration(key);
+  EXPECT_EQ(planned.calibration, slowdown);
   const auto twice = predict(book, request, shape, planned.shape.stage_balance, 2 * slowdown);
   EXPECT_NEAR(twice.pipeline_ms, 2 * planned.pipeline_ms, 1e-9 * planned.pipeline_ms);
   EXPECT_NEAR(twice.update_ms, 2 * planned.update_ms, 1e-9 * planned.update_ms);
   EXPECT_EQ(twice.peak_bytes, planned.peak_bytes);
   // A calibration measured now is another measurement of the same ratio, not kept.
-  const auto name = calibration_name(book, request, shape);
-  EXPECT_GT(book.measure_calibration(name), 0);
-  EXPECT_EQ(book.calibration_rounds(name).size(), 1u);
+  EXPECT_GT(book.measure_calibration(key), 0);
+  EXPECT_EQ(book.calibration_rounds(key).size(), 1u);
+  // explain() re-projects the plan with its calibration and splits its step.
+  const auto explained = explain(book, request, twice);
+  EXPECT_DOUBLE_EQ(explained.step_ms, twice.step_ms);
+  ASSERT_TRUE(explained.shares.has_value());
+  EXPECT_NEAR(explained.shares->sum(), 1, 1e-9);
 }
 
 // The replicas' gradient all-reduce is timed once per (K, R, MiB), kept in the cache, and what a
@@ -352,8 +386,11 @@ TEST_F(PlanSearch, TheAllReduceIsTimedOncePerWidthAndCached) {
   EXPECT_GT(one, 0);
   EXPECT_GT(two, 0);
   const auto cache = cache_section(path, "allreduce");
-  EXPECT_TRUE(cache.contains("1x2x3")) << cache.dump();
-  EXPECT_TRUE(cache.contains("2x2x3")) << cache.dump();
+  std::set<nlohmann::json> keys;  // (K, R, MiB)
+  for (const auto& entry : cache)
+    keys.insert(entry.at(0));
+  EXPECT_EQ(keys, (std::set<nlohmann::json>{nlohmann::json{1, 2, 3}, nlohmann::json{2, 2, 3}}))
+      << cache.dump();
   CostBook second(mlp(), sgd(), path.string());
   EXPECT_EQ(second.allreduce_ms(1, 2, 3 << 20), one);
   EXPECT_EQ(second.allreduce_ms(2, 2, 3 << 20), two);

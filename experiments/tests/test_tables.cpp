@@ -172,8 +172,9 @@ TEST(Projection, ScaledLinksFollowTheComputeRatio) {
   costs.backward_ms = {2, 2};
   costs.update_ms = {0, 0};
   costs.output_bytes = {1e6, 1e6};
-  const auto none = costs::project_step(costs, 2, 4, Checkpoint::kNever, link_preset("none"));
-  const auto slow = costs::project_step(costs, 2, 4, Checkpoint::kNever, pcie.link);
+  const auto shape = costs::gpipe_shape(2, 4, Checkpoint::kNever);
+  const auto none = costs::project(shape, costs, link_preset("none"));
+  const auto slow = costs::project(shape, costs, pcie.link);
   EXPECT_GT(slow.step_ms, none.step_ms + 2 * (1e6 / 120e6 * 1e3));  // at least two transfers
 }
 

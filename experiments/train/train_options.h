@@ -12,7 +12,7 @@
 #include <string>
 
 #include "common/optimizers.h"
-#include "common/pipeline_shape.h"
+#include "common/shape_flags.h"
 #include "gpipe/models/registry.h"
 
 namespace gpipe::train {

@@ -143,7 +143,7 @@ Trainer::Trainer(TrainOptions options) : options_(std::move(options)) {
   if (!o.plan.empty()) choose_plan();
   resolve_balance();
 
-  auto pipe_options = to_pipeline_options(shape_);
+  auto pipe_options = to_pipeline_options(o.shape);
   pipe_options.seed(o.seed)
       .bucket_mb(o.bucket_mb)
       .sync_batchnorm(o.sync_batchnorm)
@@ -232,7 +232,7 @@ void Trainer::resolve_outputs() {
 }
 
 void Trainer::join_world(PipelineOptions pipe_options, const LossFn& loss) {
-  const auto& o = options_;
+  auto& o = options_;
   const auto env = distributed::Env::from_environment();
   // Gloo writes to its sockets with writev, which raises SIGPIPE when the peer is gone: by
   // default that kills this process silently, before it can name the lost rank. Ignored, the
@@ -240,16 +240,15 @@ void Trainer::join_world(PipelineOptions pipe_options, const LossFn& loss) {
   // workers included, ignores SIGPIPE from its start).
   std::signal(SIGPIPE, SIG_IGN);
   context_ = meet_ranks(
-      env, distributed::ContextOptions(shape_.K)
+      env, distributed::ContextOptions(o.shape.K)
                .timeout(std::chrono::milliseconds(static_cast<int64_t>(o.comm_timeout * 1000)))
                .sync_batchnorm(o.sync_batchnorm));
   world_ = context_.get();
+  o.shape.R = context_->replicas();  // the launcher's choice (WORLD_SIZE / K), held in the shape
   {
     // Every rank must train the same run: compare the settings (with the balance as resolved).
-    auto resolved = o;
-    resolved.shape = shape_;
     std::vector<std::pair<std::string, std::string>> settings;
-    for (const auto& setting : settings_of(resolved))
+    for (const auto& setting : settings_of(o))
       settings.emplace_back(setting.flag, setting.value);
     context_->check_same_settings(settings);
   }
@@ -262,13 +261,14 @@ void Trainer::join_world(PipelineOptions pipe_options, const LossFn& loss) {
     context->linger_for_peers();
     std::_Exit(cli::kExitFailure);
   });
-  GPIPE_CHECK(o.batch_size % context_->replicas() == 0, ConfigError, "--batch-size ", o.batch_size,
-              " does not split evenly over ", context_->replicas(), " replicas");
-  GPIPE_CHECK(o.shape.M <= o.batch_size / context_->replicas(), ConfigError, "--chunks ", o.shape.M,
-              " exceeds each replica's ", o.batch_size / context_->replicas(), " samples");
+  const int64_t R = o.shape.R;
+  GPIPE_CHECK(o.batch_size % R == 0, ConfigError, "--batch-size ", o.batch_size,
+              " does not split evenly over ", R, " replicas");
+  GPIPE_CHECK(o.shape.M <= o.batch_size / R, ConfigError, "--chunks ", o.shape.M,
+              " exceeds each replica's ", o.batch_size / R, " samples");
   // This replica's slice of each micro-batch only.
-  data_->shard(context_->replica(), context_->replicas(), o.shape.M);
-  if (o.sync_batchnorm && context_->replicas() == 1) {
+  data_->shard(context_->replica(), R, o.shape.M);
+  if (o.sync_batchnorm && R == 1) {
     spdlog::warn("--sync-batchnorm: a single replica, nothing to synchronise with");
   }
   if (o.shape.threads == 0) {
@@ -277,7 +277,7 @@ void Trainer::join_world(PipelineOptions pipe_options, const LossFn& loss) {
     pipe_options.threads_per_device(std::max(1, hardware_threads() / processes));
   }
   // Build only this device's layers: the others live in other processes.
-  const int64_t device = context_->stage();
+  const int64_t device = context_->device();
   const auto layout = make_layout(pipe_options, total_layers_);
   layers_.clear();
   for (int64_t s : layout.stages_of(device)) {
@@ -397,7 +397,7 @@ struct Trainer::RunLog {
 TrainResult Trainer::run() {
   const auto& o = options_;
   TrainResult result;
-  result.balance = shape_.balance;
+  result.balance = o.shape.balance;
   result.parameters = builder_->count_parameters();
   const int64_t total = total_steps();
   const LrSchedule schedule(o, total, data_->steps_per_epoch());
@@ -408,7 +408,7 @@ TrainResult Trainer::run() {
   if (reports()) {
     log.progress.info(
         c10::str("model ", o.model.name(), ": ", total_layers_, " layers, ", result.parameters,
-                 " parameters; balance ", c10::Join(",", shape_.balance), ", M=", o.shape.M,
+                 " parameters; balance ", c10::Join(",", o.shape.balance), ", M=", o.shape.M,
                  ", checkpoint ", to_string(o.shape.checkpoint), ", schedule ",
                  o.shape.schedule_name(), ", ", o.optimizer.name(), " lr ", o.optimizer.lr()));
     log.progress.info(
@@ -538,10 +538,10 @@ void Trainer::record_evaluation(const Evaluation& e, TrainResult& result, RunLog
 
 void Trainer::gather_stage_peaks(TrainResult& result) {
   // Every process measured its own stage: gather the per-stage peaks of replica 0.
-  const auto K = static_cast<size_t>(shape_.K);
+  const auto K = static_cast<size_t>(options_.shape.K);
   std::vector<double> peaks(2 * K, 0.0);
   if (world_->replica() == 0 && !result.peak_memory_bytes_per_device.empty()) {
-    const auto s = static_cast<size_t>(world_->stage());
+    const auto s = static_cast<size_t>(world_->device());
     peaks[s] = static_cast<double>(result.peak_memory_bytes_per_device[0]);
     peaks[K + s] = static_cast<double>(result.peak_activation_bytes_per_device[0]);
   }
@@ -584,8 +584,8 @@ void Trainer::choose_plan() {
 }
 
 void Trainer::resolve_balance() {
-  const auto& asked = options_.shape;
-  shape_ = asked;
+  auto& shape = options_.shape;
+  const PipelineShape asked = shape;  // as given
   const auto kind = asked.schedule;
   const int64_t v = asked.virtual_stages();
   check_virtual_stages(kind, v);
@@ -596,33 +596,34 @@ void Trainer::resolve_balance() {
         S % v == 0 && (asked.K == 0 || asked.K * v == S), ConfigError, "--stage-balance has ", S,
         " entries; it needs K x v = ",
         (asked.K > 0 ? std::to_string(asked.K * v) : "a multiple of v=" + std::to_string(v)));
-    shape_.K = S / v;
-    shape_.balance = sum_per_device(shape_.placement(), shape_.K, stages);
+    shape.K = S / v;
+    shape.balance = sum_per_device(shape.placement(), shape.K, stages);
     // A plan gives both; given by hand, one of them.
-    GPIPE_CHECK(asked.balance.empty() || asked.balance == shape_.balance, ConfigError, "--balance ",
+    GPIPE_CHECK(asked.balance.empty() || asked.balance == shape.balance, ConfigError, "--balance ",
                 c10::Join(",", asked.balance), " and --stage-balance ", c10::Join(",", stages),
-                " disagree: the stage balance puts ", c10::Join(",", shape_.balance),
+                " disagree: the stage balance puts ", c10::Join(",", shape.balance),
                 " layers on the devices; give one of them");
-    if (v == 1) shape_.stage_balance.clear();
+    if (v == 1) shape.stage_balance.clear();
     return;
   }
   if (!asked.balance.empty()) {
     const auto K = static_cast<int64_t>(asked.balance.size());
     GPIPE_CHECK(asked.K == 0 || asked.K == K, ConfigError, "--balance ",
                 c10::Join(",", asked.balance), " has ", K, " stages but --partitions is ", asked.K);
-    shape_.K = K;
+    shape.K = K;
     return;
   }
-  shape_.K = asked.K > 0 ? asked.K : 1;
-  const auto stages = balance_stages(shape_.K * v);
-  shape_.balance = sum_per_device(shape_.placement(), shape_.K, stages);
-  if (v > 1) shape_.stage_balance = stages;
+  shape.K = asked.K > 0 ? asked.K : 1;
+  const auto stages = balance_stages(shape.K * v);
+  shape.balance = sum_per_device(shape.placement(), shape.K, stages);
+  if (v > 1) shape.stage_balance = stages;
 }
 
 std::vector<int64_t> Trainer::balance_stages(int64_t S) {
   const auto& o = options_;
-  GPIPE_CHECK(shape_.K <= total_layers_, ConfigError, "--partitions ", shape_.K,
-              " is larger than the model's ", total_layers_, " layers");
+  const int64_t K = o.shape.K;
+  GPIPE_CHECK(K <= total_layers_, ConfigError, "--partitions ", K, " is larger than the model's ",
+              total_layers_, " layers");
   const auto by = parse_balance_by(o.balance_by);
   // Profiled costs differ from process to process; every rank must agree on the balance.
   GPIPE_CHECK(!o.distributed || by == BalanceBy::kParams, ConfigError,
@@ -630,7 +631,7 @@ std::vector<int64_t> Trainer::balance_stages(int64_t S) {
               o.balance_by, ", whose profile would differ between processes)");
   // With v virtual stages per device the exact partitioner cuts K*v stages; each device's
   // balance entry is then the sum of its stages.
-  GPIPE_CHECK(S <= total_layers_, ConfigError, "--partitions ", shape_.K, " x ", S / shape_.K,
+  GPIPE_CHECK(S <= total_layers_, ConfigError, "--partitions ", K, " x ", S / K,
               " virtual stages is more stages than the model's ", total_layers_, " layers");
   if (S == 1) return {total_layers_};
   if (by == BalanceBy::kParams) {

@@ -117,6 +117,8 @@ class Trainer {
   models::SampleBatch shard(models::SampleBatch batch) const;
   int64_t total_steps() const;
 
+  // As given, then with its shape resolved (resolve_balance): K, the balance per device and,
+  // when v > 1, per virtual stage. The one shape the run trains.
   TrainOptions options_;
   std::unique_ptr<TrainingData> data_;
   std::unique_ptr<models::ModelBuilder> builder_;
@@ -124,8 +126,6 @@ class Trainer {
   World* world_ = &single_process_world();         // context_, or the world of one process
   LayerList layers_;  // every layer in-process; this stage's layers in a distributed run
   int64_t total_layers_ = 0;
-  // options_.shape resolved: K, the balance per device and, when v > 1, per virtual stage.
-  PipelineShape shape_;
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<SnapshotManager> snapshots_;
   RunPosition position_;

@@ -90,8 +90,8 @@ c10::intrusive_ptr<c10d::Work> start_all_reduce(c10d::ProcessGroup& group,
                                                 std::vector<at::Tensor>& tensors);
 
 struct ContextOptions {
-  /* implicit */ ContextOptions(int64_t stages) : stages_(stages) {}
-  TORCH_ARG(int64_t, stages);  // K
+  /* implicit */ ContextOptions(int64_t devices) : devices_(devices) {}
+  TORCH_ARG(int64_t, devices);  // K: the devices of one pipeline, one rank each
   // How long a rank waits for a peer (rendezvous, messages, collectives) before naming it lost.
   TORCH_ARG(std::chrono::milliseconds, timeout) = std::chrono::seconds(60);
   // Heartbeat period; a peer silent for `timeout` is declared lost.
@@ -112,18 +112,18 @@ class Context : public StepCollectives, public World {
 
   int rank() const override { return env_.rank; }
   int world_size() const { return env_.world_size; }
-  int64_t stages() const { return options_.stages(); }
-  int64_t replicas() const override { return env_.world_size / options_.stages(); }
-  int64_t stage() const override { return env_.rank % options_.stages(); }
-  int64_t replica() const override { return env_.rank / options_.stages(); }
-  // Global rank of `stage` in `replica`'s pipeline (the layout above), and in this replica's.
-  int rank_of(int64_t replica, int64_t stage) const {
-    return static_cast<int>(replica * stages() + stage);
+  int64_t devices() const { return options_.devices(); }
+  int64_t replicas() const override { return env_.world_size / options_.devices(); }
+  int64_t device() const override { return env_.rank % options_.devices(); }
+  int64_t replica() const override { return env_.rank / options_.devices(); }
+  // Global rank of `device` in `replica`'s pipeline (the layout above), and in this replica's.
+  int rank_of(int64_t replica, int64_t device) const {
+    return static_cast<int>(replica * devices() + device);
   }
-  int global_rank(int64_t stage) const { return rank_of(replica(), stage); }
+  int global_rank(int64_t device) const { return rank_of(replica(), device); }
   std::chrono::milliseconds timeout() const { return options_.timeout(); }
   const Env& env() const { return env_; }
-  std::string describe(int rank) const;  // "rank 3 (stage 1, replica 1)"
+  std::string describe(int rank) const;  // "rank 3 (device 1, replica 1)"
 
   c10d::ProcessGroup& pipeline_group() { return *pipeline_; }
   c10d::ProcessGroup& data_parallel_group() { return *data_parallel_; }

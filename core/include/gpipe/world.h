@@ -18,7 +18,9 @@ class World {
  public:
   virtual ~World() = default;
   virtual int rank() const { return 0; }
-  virtual int64_t stage() const { return 0; }
+  // This rank's position in its pipeline: its device, which holds one stage or, under a V or
+  // interleaved schedule, several.
+  virtual int64_t device() const { return 0; }
   virtual int64_t replica() const { return 0; }
   virtual int64_t replicas() const { return 1; }
   // Sums each of `values` over every rank of the world.
