@@ -230,7 +230,18 @@ ScheduleTable make_table(const train::TrainOptions& options, const TableFlags& f
   table.model = options.model.name();
   table.batch = request.batch;
   table.rounds = f.rounds;
-  for (const auto& shape : table_shapes(f, book.num_layers(), request.batch)) {
+  const auto shapes = table_shapes(f, book.num_layers(), request.batch);
+  // A measured cell is predicted from its own schedule family's and mode's calibration, measured
+  // in as many interleaved rounds as the cells are; a simulated cell (K past the devices) keeps
+  // its shape's fused `never` one, measured once (plan::predict).
+  std::vector<costs::CalibrationKey> keys;
+  for (const auto& shape : shapes) {
+    const auto key = plan::calibration_key(book, request, shape);
+    if (shape.K <= max_measured && std::find(keys.begin(), keys.end(), key) == keys.end())
+      keys.push_back(key);
+  }
+  book.calibrate_in_rounds(keys, f.rounds);
+  for (const auto& shape : shapes) {
     Cell c;
     c.plan = plan::predict(book, request, shape);
     c.breakdown = tables::breakdown_of(c.plan.shape, plan::explain(book, request, c.plan));
