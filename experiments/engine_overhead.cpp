@@ -303,14 +303,12 @@ gpipe::PipelineOptions engine_options(const Settings& s, const gpipe::models::Mo
     shape.devices.push_back(device.is_cuda() ? s.device : "cpu:" + std::to_string(k));
   const int64_t stages = shape.K * shape.virtual_stages();
   // Only several stages need the layers (built and profiled here, then dropped) to balance them.
-  shape.stage_balance =
-      stages == 1
-          ? std::vector<int64_t>{builder.num_layers()}
-          : gpipe::auto_balance(builder.build(), stages, gpipe::parse_balance_by(s.balance_by),
-                                {gpipe::split_microbatches(input, chunks).front()}, device,
-                                gpipe::ProfileOptions().precision(s.precision));
-  shape.balance = gpipe::sum_per_device(shape.placement(), shape.K, shape.stage_balance);
-  if (shape.virtual_stages() == 1) shape.stage_balance.clear();  // the balance says it all
+  gpipe::set_stage_balance(
+      shape, stages == 1 ? std::vector<int64_t>{builder.num_layers()}
+                         : gpipe::auto_balance(
+                               builder.build(), stages, gpipe::parse_balance_by(s.balance_by),
+                               {gpipe::split_microbatches(input, chunks).front()}, device,
+                               gpipe::ProfileOptions().precision(s.precision)));
   return gpipe::to_pipeline_options(shape);
 }
 

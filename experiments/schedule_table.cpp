@@ -234,11 +234,10 @@ ScheduleTable make_table(const train::TrainOptions& options, const TableFlags& f
   // A measured cell is predicted from its own schedule family's and mode's calibration, measured
   // in as many interleaved rounds as the cells are; a simulated cell (K past the devices) keeps
   // its shape's fused `never` one, measured once (plan::predict).
+  // (Cells that share a key share its rounds: measure_in_rounds measures each key once a round.)
   std::vector<costs::CalibrationKey> keys;
   for (const auto& shape : shapes) {
-    const auto key = plan::calibration_key(book, request, shape);
-    if (shape.K <= max_measured && std::find(keys.begin(), keys.end(), key) == keys.end())
-      keys.push_back(key);
+    if (shape.K <= max_measured) keys.push_back(plan::calibration_key(book, request, shape));
   }
   book.calibrate_in_rounds(keys, f.rounds);
   for (const auto& shape : shapes) {

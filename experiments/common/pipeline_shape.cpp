@@ -158,6 +158,23 @@ std::vector<std::string> to_flags(const PipelineShape& shape) {
   return flags;
 }
 
+int64_t devices_of_stage_balance(const std::vector<int64_t>& stage_balance, int64_t K, int64_t v) {
+  const auto S = static_cast<int64_t>(stage_balance.size());
+  GPIPE_CHECK(S % v == 0 && (K == 0 || K * v == S), ConfigError, "--stage-balance has ", S,
+              " entries; it needs K x v = ",
+              K > 0 ? std::to_string(K * v) : "a multiple of v=" + std::to_string(v));
+  return S / v;
+}
+
+void set_stage_balance(PipelineShape& shape, std::vector<int64_t> stage_balance) {
+  shape.balance = sum_per_device(shape.placement(), shape.K, stage_balance);
+  if (shape.virtual_stages() > 1) {
+    shape.stage_balance = std::move(stage_balance);
+  } else {
+    shape.stage_balance.clear();
+  }
+}
+
 PipelineOptions to_pipeline_options(const PipelineShape& shape) {
   PipelineOptions options(shape.balance);
   options.chunks(shape.M)

@@ -71,6 +71,16 @@ PipelineShape parse_shape(const std::string& text);
 // add_shape_flags (shape_flags.h) gives back a shape that holds one balance.
 std::vector<std::string> to_flags(const PipelineShape& shape);
 
+// The devices K that `stage_balance` fills at v virtual stages per device, checked against `K`
+// (0: not given). Throws ConfigError "--stage-balance has S entries; it needs K x v = ..." when
+// S is not K x v (or not a multiple of v).
+int64_t devices_of_stage_balance(const std::vector<int64_t>& stage_balance, int64_t K, int64_t v);
+
+// Cuts `shape` (its K, schedule and v set) by `stage_balance`, one entry per virtual stage: its
+// balance becomes their sums per device (placement()), and the stage balance is kept only where
+// v > 1 (at v = 1 the two are one list).
+void set_stage_balance(PipelineShape& shape, std::vector<int64_t> stage_balance);
+
 // The engine's options for `shape`; the balance must be resolved (one entry per device).
 PipelineOptions to_pipeline_options(const PipelineShape& shape);
 

@@ -72,9 +72,8 @@ StepShares shares_of(const Schedule& schedule, const LayerCosts& costs,
     out.imbalance = 0;
   }
   const double device_time = k * p.step_ms;
-  for (double* f : {&out.forward, &out.backward, &out.recompute, &out.bubble, &out.imbalance,
-                    &out.communication, &out.optimizer})
-    *f /= device_time;
+  for (double* share : share_slots(out))
+    *share /= device_time;
   return out;
 }
 
@@ -121,7 +120,10 @@ double& work_slot(StepShares& shares, const std::string& action) {
 }
 
 double StepShares::sum() const {
-  return forward + backward + recompute + bubble + imbalance + communication + optimizer;
+  double out = 0;
+  for (const double* share : share_slots(*this))
+    out += *share;
+  return out;
 }
 
 std::string StepShares::largest_overhead() const {

@@ -12,6 +12,7 @@
 
 #include <torch/arg.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -58,6 +59,14 @@ struct StepShares {
   // The largest of recompute, bubble, imbalance, communication and optimizer, by name.
   std::string largest_overhead() const;
 };
+
+// The seven shares, in the order reports list them: pointers into `shares` (to const for a
+// const one), so that one list serves summing, scaling and printing them.
+template <typename Shares>
+auto share_slots(Shares& shares) {
+  return std::array{&shares.forward,   &shares.backward,      &shares.recompute, &shares.bubble,
+                    &shares.imbalance, &shares.communication, &shares.optimizer};
+}
 
 // The share an action's time goes to: forward (F), recompute (R), or backward (B and W).
 double& work_slot(StepShares& shares, const std::string& action);

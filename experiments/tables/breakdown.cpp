@@ -1,7 +1,6 @@
 #include "tables/breakdown.h"
 
 #include <algorithm>
-#include <array>
 #include <map>
 #include <set>
 #include <sstream>
@@ -17,16 +16,9 @@ namespace {
 const std::vector<std::string> kParts{"forward",   "backward",      "recompute", "bubble",
                                       "imbalance", "communication", "optimizer"};
 
-// The fractions of a breakdown, in kParts order (pointers to const for a const breakdown).
-template <typename Breakdown>
-auto slots(Breakdown& b) {
-  return std::array{&b.forward,   &b.backward,      &b.recompute, &b.bubble,
-                    &b.imbalance, &b.communication, &b.optimizer};
-}
-
 std::vector<double> parts(const StepBreakdown& b) {
   std::vector<double> out;
-  for (const double* slot : slots(b))
+  for (const double* slot : costs::share_slots(b))
     out.push_back(*slot);
   return out;
 }
@@ -75,7 +67,7 @@ StepBreakdown measured_breakdown(const std::vector<TimelineEvent>& events, doubl
     *slot = simulated_idle > 0 ? idle * share / simulated_idle : 0.0;
   }
   if (simulated_idle <= 0) out.bubble = idle;
-  for (double* f : slots(out))
+  for (double* f : costs::share_slots(out))
     *f /= device_time;
   return out;
 }

@@ -591,19 +591,13 @@ void Trainer::resolve_balance() {
   check_virtual_stages(kind, v);
   if (!asked.stage_balance.empty()) {
     const auto& stages = asked.stage_balance;
-    const auto S = static_cast<int64_t>(stages.size());
-    GPIPE_CHECK(
-        S % v == 0 && (asked.K == 0 || asked.K * v == S), ConfigError, "--stage-balance has ", S,
-        " entries; it needs K x v = ",
-        (asked.K > 0 ? std::to_string(asked.K * v) : "a multiple of v=" + std::to_string(v)));
-    shape.K = S / v;
-    shape.balance = sum_per_device(shape.placement(), shape.K, stages);
+    shape.K = devices_of_stage_balance(stages, asked.K, v);
+    set_stage_balance(shape, stages);
     // A plan gives both; given by hand, one of them.
     GPIPE_CHECK(asked.balance.empty() || asked.balance == shape.balance, ConfigError, "--balance ",
                 c10::Join(",", asked.balance), " and --stage-balance ", c10::Join(",", stages),
                 " disagree: the stage balance puts ", c10::Join(",", shape.balance),
                 " layers on the devices; give one of them");
-    if (v == 1) shape.stage_balance.clear();
     return;
   }
   if (!asked.balance.empty()) {
@@ -614,9 +608,7 @@ void Trainer::resolve_balance() {
     return;
   }
   shape.K = asked.K > 0 ? asked.K : 1;
-  const auto stages = balance_stages(shape.K * v);
-  shape.balance = sum_per_device(shape.placement(), shape.K, stages);
-  if (v > 1) shape.stage_balance = stages;
+  set_stage_balance(shape, balance_stages(shape.K * v));
 }
 
 std::vector<int64_t> Trainer::balance_stages(int64_t S) {
