@@ -98,7 +98,7 @@ void measure(plan::Plan& plan, plan::CostBook& book, const plan::PlanRequest& re
     const double now =
         book.measure_calibration(plan::calibration_key(book, request, plan.shape), 2);
     plan.paired_round_ms.push_back(
-        plan::predict(book, request, plan.shape, plan.shape.stage_balance, now).step_ms);
+        plan::predict(book, request, plan.shape, plan.shape.stage_balance(), now).step_ms);
     spdlog::info("paired prediction {:.1f} ms (planned {:.1f} ms)", plan.paired_round_ms.back(),
                  plan.step_ms);
   }
@@ -135,7 +135,7 @@ void print_table(const std::vector<plan::Plan>& plans, const plan::PlanRequest& 
     const auto& p = plans[i];
     const auto& s = p.shape;
     std::string balance;
-    for (auto b : s.balance)
+    for (auto b : s.device_balance())
       balance += (balance.empty() ? "" : ",") + std::to_string(b);
     double measured_peak = 0;
     for (auto b : p.measured_peak_bytes)

@@ -61,15 +61,6 @@ struct SimSetup {
   // K, M, v (resolved), re-materialisation and the schedule: a kind, or a file's program.
   PipelineShape shape;
   SimulationCosts costs;
-  // Layers per device (--balance) or per virtual stage (--balance-by cost), as the JSON reports
-  // them; empty when the costs are per device.
-  std::vector<int64_t> balance;
-};
-
-// How --layer-costs are cut: the balance the JSON reports and the layers of each virtual stage.
-struct LayerCut {
-  std::vector<int64_t> balance;
-  std::vector<int64_t> stage_balance;
 };
 
 // Declares the flags; their checks reject a bad value before anything runs.
@@ -143,31 +134,27 @@ std::vector<double> layer_backward_costs(const SimOptions& o, const std::vector<
   return lb;
 }
 
-// Cuts the layers into K*v virtual stages: --balance gives each device's layers, which the
-// layout splits over its virtual stages; --stage-balance gives each virtual stage's; --balance-by
-// cost solves the exact min-max cut of the layers' forward+backward.
-LayerCut cut_layers(const SimOptions& o, const SimSetup& setup, const std::vector<double>& lf,
-                    const std::vector<double>& lb) {
+// Cuts the layers into K*v virtual stages and returns each one's layers: --balance gives each
+// device's layers, which the layout splits over its virtual stages; --stage-balance gives each
+// virtual stage's; --balance-by cost solves the exact min-max cut of the layers' forward+backward
+// (and becomes the shape's balance, per virtual stage).
+std::vector<int64_t> cut_layers(const SimOptions& o, SimSetup& setup, const std::vector<double>& lf,
+                                const std::vector<double>& lb) {
   const int64_t v = setup.shape.v, K = o.shape.K;
-  const auto& given = o.shape;
-  GPIPE_CHECK(given.balance.empty() || given.stage_balance.empty(), ConfigError, "--balance ",
-              c10::Join(",", given.balance), " and --stage-balance ",
-              c10::Join(",", given.stage_balance), ": give one of them");
-  LayerCut cut;
-  if (!given.balance.empty()) {
-    cut.balance = given.balance;
-    GPIPE_CHECK(K == 0 || K == static_cast<int64_t>(cut.balance.size()), ConfigError,
-                "--balance has ", cut.balance.size(), " devices but --partitions is ", K);
-    const auto layout = make_layout(PipelineOptions(cut.balance)
+  const auto& given = o.shape.balance;
+  std::vector<int64_t> stages;
+  if (given.per_stage()) {
+    devices_of_stage_balance(given.layers, K, v);
+    stages = given.layers;
+  } else if (!given.empty()) {
+    GPIPE_CHECK(K == 0 || K == static_cast<int64_t>(given.layers.size()), ConfigError,
+                given.describe(), " has ", given.layers.size(), " devices but --partitions is ", K);
+    const auto layout = make_layout(PipelineOptions(given.layers)
                                         .schedule(setup.shape.schedule)
                                         .program(setup.shape.program)
                                         .virtual_stages(v),
                                     static_cast<int64_t>(lf.size()));
-    cut.stage_balance = layout.stage_balance;
-  } else if (!given.stage_balance.empty()) {
-    devices_of_stage_balance(given.stage_balance, K, v);
-    cut.stage_balance = given.stage_balance;
-    cut.balance = cut.stage_balance;
+    stages = layout.stage_balance;
   } else {
     GPIPE_CHECK(o.balance_by == "cost", ConfigError,
                 "--layer-costs needs --balance a,b,.., --stage-balance or --balance-by cost (got '",
@@ -175,14 +162,13 @@ LayerCut cut_layers(const SimOptions& o, const SimSetup& setup, const std::vecto
     std::vector<double> total;
     for (size_t i = 0; i < lf.size(); ++i)
       total.push_back(lf[i] + lb[i]);
-    cut.stage_balance = balance_by_cost(total, (K > 0 ? K : 4) * v);
-    cut.balance = cut.stage_balance;
+    stages = balance_by_cost(total, (K > 0 ? K : 4) * v);
+    setup.shape.balance = Balance::per_stage(stages);
   }
-  for (int64_t b : cut.stage_balance) {
-    GPIPE_CHECK(b >= 1, ConfigError, "--balance ", c10::Join(",", cut.balance),
-                " has an empty stage");
+  for (int64_t b : stages) {
+    GPIPE_CHECK(b >= 1, ConfigError, setup.shape.balance.describe(), " has an empty stage");
   }
-  return cut;
+  return stages;
 }
 
 // Stage costs from --layer-costs: each virtual stage sums its layers' costs.
@@ -191,18 +177,16 @@ void set_layer_costs(const SimOptions& o, SimSetup& setup) {
               "give either --layer-costs or --forward-costs/--backward-costs, not both");
   const auto lf = cli::parse_doubles(o.layer_costs, "--layer-costs");
   const auto lb = layer_backward_costs(o, lf);
-  const auto cut = cut_layers(o, setup, lf, lb);
-  setup.balance = cut.balance;
-  setup.costs.forward = sum_by_stage(lf, cut.stage_balance);
-  setup.costs.backward = sum_by_stage(lb, cut.stage_balance);
-  setup.shape.K =
-      o.shape.K != 0 ? o.shape.K : static_cast<int64_t>(cut.stage_balance.size()) / setup.shape.v;
+  const auto stages = cut_layers(o, setup, lf, lb);
+  setup.costs.forward = sum_by_stage(lf, stages);
+  setup.costs.backward = sum_by_stage(lb, stages);
+  setup.shape.K = o.shape.K != 0 ? o.shape.K : static_cast<int64_t>(stages.size()) / setup.shape.v;
 }
 
 // Stage costs from --forward-costs/--backward-costs: one per device, default 1 and 2 x forward.
 void set_device_costs(const SimOptions& o, SimSetup& setup) {
-  GPIPE_CHECK(o.shape.balance.empty() && o.shape.stage_balance.empty() && o.balance_by.empty(),
-              ConfigError, "--balance, --stage-balance and --balance-by need --layer-costs");
+  GPIPE_CHECK(o.shape.balance.empty() && o.balance_by.empty(), ConfigError,
+              "--balance, --stage-balance and --balance-by need --layer-costs");
   SimulationCosts device;
   int64_t K = o.shape.K;
   if (!o.forward.empty()) device.forward = cli::parse_doubles(o.forward, "--forward-costs");
@@ -317,7 +301,8 @@ nlohmann::json result_json(const SimSetup& setup, const Schedule& schedule,
   json["weight_fraction"] = costs.weight_fraction;
   json["checkpoint"] = to_string(setup.shape.checkpoint);
   json["precision"] = to_string(setup.shape.precision);
-  json["balance"] = setup.balance.empty() ? nlohmann::json(nullptr) : nlohmann::json(setup.balance);
+  const auto& balance = setup.shape.balance.layers;
+  json["balance"] = balance.empty() ? nlohmann::json(nullptr) : nlohmann::json(balance);
   json["max_stage_cost"] = max_stage;
   json["forward_costs"] = costs.forward;
   json["backward_costs"] = costs.backward;

@@ -207,7 +207,7 @@ void compare_losses(std::vector<Cell>& cells, plan::CostBook& book,
     const int64_t M = c.plan.shape.M;
     if (one_device.count(M) == 0) {
       auto shape = make_shape(ScheduleKind::kGPipe, 1, M, Checkpoint::kNever);
-      shape.balance = {book.num_layers()};
+      shape.balance = Balance::per_device({book.num_layers()});
       shape.precision = book.precision();
       one_device[M] = costs::measure_training(builder, batch, shape, book.optimizer(), f.warmup,
                                               f.steps, book.seed())
@@ -301,7 +301,7 @@ nlohmann::json to_json(const Cell& c) {
           {"recompute", b.recompute},
           {"imbalance", b.imbalance},
           {"peak_bytes_per_device", peak_bytes(c)},
-          {"stage_balance", s.stage_balance},
+          {"stage_balance", s.stage_balance()},
           {"max_loss_difference",
            c.loss_difference ? nlohmann::json(*c.loss_difference) : nlohmann::json()}};
 }

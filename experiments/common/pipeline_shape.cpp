@@ -83,6 +83,25 @@ Schedule PipelineShape::training_schedule() const {
   return program ? *program : make_schedule(schedule, K, M, virtual_stages());
 }
 
+std::string Balance::describe() const {
+  return (per_stage() ? "--stage-balance " : "--balance ") + c10::Join(",", layers);
+}
+
+std::vector<int64_t> PipelineShape::device_balance() const {
+  if (!balance.per_stage()) return balance.layers;
+  PipelineShape sized = *this;
+  sized.K = devices_of_stage_balance(balance.layers, K, virtual_stages());
+  return sum_per_device(sized.placement(), sized.K, balance.layers);
+}
+
+std::vector<int64_t> PipelineShape::stage_balance() const {
+  if (balance.per_stage() || balance.empty()) return balance.layers;
+  int64_t layers = 0;
+  for (int64_t n : balance.layers)
+    layers += n;
+  return make_layout(to_pipeline_options(*this), layers).stage_balance;
+}
+
 std::string PipelineShape::schedule_name() const {
   return program ? kFilePrefix + schedule_file : to_string(schedule);
 }
@@ -90,8 +109,8 @@ std::string PipelineShape::schedule_name() const {
 bool PipelineShape::operator==(const PipelineShape& o) const {
   return K == o.K && R == o.R && M == o.M && schedule == o.schedule &&
          schedule_file == o.schedule_file && v == o.v && checkpoint == o.checkpoint &&
-         balance == o.balance && stage_balance == o.stage_balance && devices == o.devices &&
-         threads == o.threads && precision == o.precision;
+         balance == o.balance && devices == o.devices && threads == o.threads &&
+         precision == o.precision;
 }
 
 std::string PipelineShape::describe() const {
@@ -141,13 +160,9 @@ PipelineShape parse_shape(const std::string& text) {
 
 std::vector<std::string> to_flags(const PipelineShape& shape) {
   std::vector<std::string> flags = {"--partitions", std::to_string(shape.K)};
-  // One of the two balances: the trainer derives the other.
-  const bool by_stage =
-      !shape.stage_balance.empty() && (shape.virtual_stages() > 1 || shape.balance.empty());
-  if (by_stage) {
-    flags.insert(flags.end(), {"--stage-balance", c10::Join(",", shape.stage_balance)});
-  } else if (!shape.balance.empty()) {
-    flags.insert(flags.end(), {"--balance", c10::Join(",", shape.balance)});
+  if (!shape.balance.empty()) {
+    flags.insert(flags.end(), {shape.balance.per_stage() ? "--stage-balance" : "--balance",
+                               c10::Join(",", shape.balance.layers)});
   }
   flags.insert(flags.end(), {"--chunks", std::to_string(shape.M), "--schedule",
                              shape.schedule_name(), "--virtual-stages", std::to_string(shape.v),
@@ -167,22 +182,20 @@ int64_t devices_of_stage_balance(const std::vector<int64_t>& stage_balance, int6
 }
 
 void set_stage_balance(PipelineShape& shape, std::vector<int64_t> stage_balance) {
-  shape.balance = sum_per_device(shape.placement(), shape.K, stage_balance);
-  if (shape.virtual_stages() > 1) {
-    shape.stage_balance = std::move(stage_balance);
-  } else {
-    shape.stage_balance.clear();
-  }
+  shape.balance =
+      shape.virtual_stages() > 1
+          ? Balance::per_stage(std::move(stage_balance))
+          : Balance::per_device(sum_per_device(shape.placement(), shape.K, stage_balance));
 }
 
 PipelineOptions to_pipeline_options(const PipelineShape& shape) {
-  PipelineOptions options(shape.balance);
+  PipelineOptions options(shape.device_balance());
   options.chunks(shape.M)
       .checkpoint(shape.checkpoint)
       .schedule(shape.schedule)
       .program(shape.program)
       .virtual_stages(shape.v)
-      .stage_balance(shape.stage_balance)
+      .stage_balance(shape.balance.per_stage() ? shape.balance.layers : std::vector<int64_t>{})
       .threads_per_device(shape.threads)
       .precision(shape.precision);
   if (!shape.devices.empty()) options.devices(shape.devices);

@@ -18,6 +18,32 @@
 
 namespace gpipe {
 
+// How the model's layers are cut: one list in one of two units. Per device (K entries, as
+// --balance gives it) or per virtual stage (K x v entries in stage order, as --stage-balance,
+// a plan or the trainer's partitioner give it where v > 1). The other form is derived
+// (PipelineShape::device_balance and stage_balance), never stored beside it. Empty: not chosen
+// yet (the trainer balances; a projection balances by time).
+struct Balance {
+  enum class Unit { kDevice, kStage };
+  std::vector<int64_t> layers;
+  Unit unit = Unit::kDevice;
+
+  static Balance per_device(std::vector<int64_t> layers) {
+    return {std::move(layers), Unit::kDevice};
+  }
+  static Balance per_stage(std::vector<int64_t> layers) {
+    return {std::move(layers), Unit::kStage};
+  }
+  bool empty() const { return layers.empty(); }
+  bool per_stage() const { return unit == Unit::kStage; }
+  // "--balance 3,2" or "--stage-balance 1,2,1,1": the flag that gives it.
+  std::string describe() const;
+  bool operator==(const Balance& o) const {
+    return layers == o.layers && (layers.empty() || unit == o.unit);
+  }
+  bool operator!=(const Balance& o) const { return !(*this == o); }
+};
+
 struct PipelineShape {
   int64_t K = 0;  // devices per replica; 0: the balance's length, or 1
   // Data-parallel replicas: a launcher's choice, no gpipe_train flag; a distributed run sets it
@@ -30,10 +56,9 @@ struct PipelineShape {
   std::shared_ptr<const Schedule> program;
   int64_t v = 0;  // virtual stages per device; 0: the schedule's default
   Checkpoint checkpoint = Checkpoint::kExceptLast;
-  std::vector<int64_t> balance;        // layers per device; empty: the trainer balances
-  std::vector<int64_t> stage_balance;  // layers per virtual stage (K x v); empty: even split
-  std::vector<std::string> devices;    // one per device; empty: cpu:0 .. cpu:K-1
-  int threads = 0;                     // intra-op threads per device; 0: automatic
+  Balance balance;                   // empty: the trainer balances
+  std::vector<std::string> devices;  // one per device; empty: cpu:0 .. cpu:K-1
+  int threads = 0;                   // intra-op threads per device; 0: automatic
   // What the stages compute in (gpipe/precision.h). Not part of describe() or to_flags(): a
   // plan's name is its layout, and --precision is a training flag that commands carry apart.
   Precision precision = Precision::kFp32;
@@ -42,6 +67,13 @@ struct PipelineShape {
   int64_t virtual_stages() const;
   // The device of each of the K x v virtual stages: the file's, or the schedule's.
   std::vector<int64_t> placement() const;
+  // Layers per device: the balance's, or the sums of its stages on each device (placement();
+  // K from the balance where the shape has none). Empty without a balance.
+  std::vector<int64_t> device_balance() const;
+  // Layers per virtual stage: the balance's, or the engine's split of each device's layers over
+  // its v stages (make_layout: an even split, ConfigError where a device's count is not a
+  // multiple of v). Empty without a balance.
+  std::vector<int64_t> stage_balance() const;
   // The training step's compute actions: the file's, or make_schedule's for this shape.
   Schedule training_schedule() const;
   // "zb-h1", or "file:PATH" for a custom schedule: what --schedule reads back.
@@ -66,9 +98,8 @@ void check_schedule(const std::string& text);
 // ConfigError naming a bad key or value.
 PipelineShape parse_shape(const std::string& text);
 
-// gpipe_train's flags for `shape` (R is not a flag). Of the two balances only one is printed,
-// the stage balance when v > 1 (the trainer derives the other): parsing the flags with
-// add_shape_flags (shape_flags.h) gives back a shape that holds one balance.
+// gpipe_train's flags for `shape` (R is not a flag), its balance in its own unit: parsing them
+// with add_shape_flags (shape_flags.h) gives the shape back.
 std::vector<std::string> to_flags(const PipelineShape& shape);
 
 // The devices K that `stage_balance` fills at v virtual stages per device, checked against `K`
@@ -76,12 +107,12 @@ std::vector<std::string> to_flags(const PipelineShape& shape);
 // S is not K x v (or not a multiple of v).
 int64_t devices_of_stage_balance(const std::vector<int64_t>& stage_balance, int64_t K, int64_t v);
 
-// Cuts `shape` (its K, schedule and v set) by `stage_balance`, one entry per virtual stage: its
-// balance becomes their sums per device (placement()), and the stage balance is kept only where
-// v > 1 (at v = 1 the two are one list).
+// Cuts `shape` (its K, schedule and v set) by `stage_balance`, one entry per virtual stage: kept
+// per stage where v > 1, and as each device's sum (placement()) at v = 1, where the two are one
+// list.
 void set_stage_balance(PipelineShape& shape, std::vector<int64_t> stage_balance);
 
-// The engine's options for `shape`; the balance must be resolved (one entry per device).
+// The engine's options for `shape`; the balance must be chosen (not empty).
 PipelineOptions to_pipeline_options(const PipelineShape& shape);
 
 }  // namespace gpipe

@@ -66,13 +66,25 @@ void add_schedule_flags(CLI::App& app, PipelineShape& s, const std::string& grou
       ->group(group);
 }
 
+// The shape holds one balance (pipeline_shape.h): the second of --balance and --stage-balance is
+// refused, whichever order they come in.
+void check_one_balance(const PipelineShape& s, const std::string& given) {
+  if (!s.balance.empty())
+    throw CLI::ValidationError(s.balance.describe() + " and " + given + ": give one of them");
+}
+
 void add_balance_flag(CLI::App& app, PipelineShape& s, const std::string& group) {
   app.add_option_function<std::string>(
          "--balance",
          [&s](const std::string& text) {
-           s.balance = text.empty() ? std::vector<int64_t>{} : cli::parse_ints(text, "");
+           if (text.empty()) {
+             if (!s.balance.per_stage()) s.balance = {};
+             return;
+           }
+           check_one_balance(s, "--balance " + text);
+           s.balance = Balance::per_device(cli::parse_ints(text, ""));
          },
-         "layers per device, e.g. 3,3,2 (sets K; \"\" clears a preset's)")
+         "layers per device, e.g. 3,3,2 (sets K; \"\" clears a preset's); or --stage-balance")
       ->check(cli::int_list(1, kMaxLayers, /*allow_empty=*/true))
       ->group(group);
 }
@@ -80,8 +92,11 @@ void add_balance_flag(CLI::App& app, PipelineShape& s, const std::string& group)
 void add_stage_balance_flag(CLI::App& app, PipelineShape& s, const std::string& group) {
   app.add_option_function<std::string>(
          "--stage-balance",
-         [&s](const std::string& text) { s.stage_balance = cli::parse_ints(text, ""); },
-         "layers per virtual stage in stage order (K*v entries), for v > 1; sets --balance")
+         [&s](const std::string& text) {
+           check_one_balance(s, "--stage-balance " + text);
+           s.balance = Balance::per_stage(cli::parse_ints(text, ""));
+         },
+         "layers per virtual stage in stage order (K*v entries), for v > 1; or --balance")
       ->check(cli::int_list(1, kMaxLayers))
       ->group(group);
 }

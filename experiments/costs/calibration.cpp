@@ -136,8 +136,7 @@ CalibrationStep measure_calibration(const models::ModelBuilder& builder, const L
                key.describe());
   CalibrationStep out;
   const auto projection = project(shape, costs, link_preset("none"));
-  shape.stage_balance = projection.stage_balance;
-  shape.balance = projection.balance;
+  set_stage_balance(shape, projection.stage_balance);
   out.projected_ms = projection.step_ms;
   const int steps =
       options.steps() > 0 ? options.steps() : steps_lasting(kCalibrationMs, out.projected_ms, 1);

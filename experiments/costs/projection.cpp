@@ -31,12 +31,8 @@ std::vector<double> flattened(const std::vector<double>& values) {
 std::vector<int64_t> stage_balance_of(const PipelineShape& shape, const LayerCosts& costs,
                                       const Schedule& schedule) {
   const int64_t stages = schedule.num_stages();
-  std::vector<int64_t> balance = shape.stage_balance;
-  GPIPE_CHECK(!balance.empty() || shape.balance.empty() || schedule.virtual_stages == 1,
-              ConfigError, "a balance per device (", c10::Join(",", shape.balance), ") cannot cut ",
-              shape.describe(), " into its K x v stages; give its stage balance");
-  if (balance.empty()) balance = shape.balance;
-  if (balance.empty()) balance = balance_by_time(costs, stages);
+  const auto balance =
+      shape.balance.empty() ? balance_by_time(costs, stages) : shape.stage_balance();
   GPIPE_CHECK(static_cast<int64_t>(balance.size()) == stages, ConfigError, "a balance of ",
               balance.size(), " stages was given for ", shape.describe(), ", which has ", stages,
               " (K x v); give one entry per virtual stage");
@@ -149,7 +145,6 @@ StepProjection project(const PipelineShape& shape, const LayerCosts& costs,
   const auto scaled = scaled_compute(costs, options.calibration());
   StepProjection p;
   p.stage_balance = stage_balance_of(shape, costs, schedule);
-  p.balance = sum_per_device(schedule.stage_device, schedule.devices, p.stage_balance);
   const auto linked = stage_costs_ms(scaled, p.stage_balance, link_seconds);
   const auto result = simulate(schedule, linked, shape.checkpoint);
   const auto updates = sum_per_device(schedule.stage_device, schedule.devices,
@@ -178,7 +173,7 @@ PipelineShape gpipe_shape(int64_t K, int64_t M, Checkpoint checkpoint,
   shape.schedule = ScheduleKind::kGPipe;
   shape.v = 1;
   shape.checkpoint = checkpoint;
-  shape.balance = std::move(balance);
+  shape.balance = Balance::per_device(std::move(balance));
   return shape;
 }
 

@@ -86,7 +86,6 @@ struct ProjectionOptions {
 
 struct StepProjection {
   std::vector<int64_t> stage_balance;  // layers per virtual stage (K x v), as projected
-  std::vector<int64_t> balance;        // their sums per device
   double pipeline_ms = 0;              // the simulated schedule
   double update_ms = 0;                // the slowest device's optimizer update, after it
   double allreduce_ms = 0;             // the gradient all-reduce over R replicas
@@ -97,7 +96,7 @@ struct StepProjection {
 
 // The step of `shape` (its schedule, v or schedule file, K, M, checkpoint and R) over `costs`
 // measured at the shape's micro-batch, with `link_seconds` between stages (link_preset). The
-// layers are cut by the shape's stage balance, else by its balance when v is 1, else by time
+// layers are cut by the shape's balance (PipelineShape::stage_balance), else by time
 // (balance_by_time over K x v stages). The all-reduce (R > 1) is of the largest device's
 // parameters. Throws ConfigError when the shape's precision is not the
 // costs' (sizes and times are of one compute dtype), a balance does not fit the schedule, or R > 1

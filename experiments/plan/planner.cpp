@@ -151,8 +151,7 @@ namespace {
 PipelineShape planned_shape(const CostBook& book, const PlanRequest& request,
                             const PipelineShape& shape, const std::vector<int64_t>& stage_balance) {
   PipelineShape out = shape;
-  out.stage_balance = stage_balance;
-  out.balance.clear();  // the projection's, per device
+  set_stage_balance(out, stage_balance);
   out.precision = book.precision();
   out.devices.clear();
   for (int64_t d = 0; d < shape.K && !request.devices.empty(); ++d)
@@ -186,7 +185,6 @@ Plan predict(CostBook& book, const PlanRequest& request, const PipelineShape& sh
   Plan plan;
   plan.shape = planned_shape(book, request, shape, stage_balance);
   const auto p = projection(book, request, plan.shape, slowdown, /*breakdown=*/false);
-  plan.shape.balance = p.balance;
   plan.calibration = slowdown;
   plan.pipeline_ms = p.pipeline_ms;
   plan.bubble_fraction = p.bubble_fraction;

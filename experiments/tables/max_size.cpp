@@ -333,7 +333,7 @@ class ConfigSearch {
     const auto t0 = std::chrono::steady_clock::now();
     const auto builder = models::make_model(c);
     PipelineShape run;
-    run.balance = balance_of(run_costs(c));
+    run.balance = Balance::per_device(balance_of(run_costs(c)));
     for (int64_t s = 0; s < K_; ++s)
       run.devices.push_back(c10::str("cpu:", s));
     run.M = chunks_;
@@ -347,8 +347,9 @@ class ConfigSearch {
     spdlog::info(
         "{} {} {}: {} parameters, balance {}, peak {} per device ({} budget), "
         "step in {:.1f} s",
-        c.name(), name_, size_label(c), format_count(parameters(c)), c10::Join(",", run.balance),
-        format_bytes(peak), peak <= budget_ ? "fits the" : "over the", elapsed_s(t0));
+        c.name(), name_, size_label(c), format_count(parameters(c)),
+        c10::Join(",", run.balance.layers), format_bytes(peak),
+        peak <= budget_ ? "fits the" : "over the", elapsed_s(t0));
     measured_[{p.family, p.member}] = std::move(m);
     return peak;
   }

@@ -37,7 +37,7 @@ ScalingRow projected_row(ScalingRun& run, const ModelRun& mr, const Profiled& pr
     b.model = row.model;
     run.result.breakdown.rows.push_back(b);
   }
-  row.balance = shape.balance;
+  row.balance = shape.device_balance();
   row.other_cores = profiled.other_cores;
   row.calibration = profiled.calibration;
   row.paper_speedup = paper_speedup(mr.table.id, row.model, K, M);

@@ -102,7 +102,7 @@ TEST(StepBreakdown, ARealStepsTimelineGivesFractionsThatSumToOne) {
   config.mlp().depth(4);
   const auto builder = models::make_model(config);
   PipelineShape shape;
-  shape.balance = {3, 2};  // the mlp's 4 hidden layers and its head
+  shape.balance = Balance::per_device({3, 2});  // the mlp's 4 hidden layers and its head
   shape.M = 4;
   shape.checkpoint = Checkpoint::kAlways;
   const auto m = costs::measure_training(*builder, builder->sample_batch(16, 1), shape,
@@ -113,8 +113,8 @@ TEST(StepBreakdown, ARealStepsTimelineGivesFractionsThatSumToOne) {
   costs.backward_ms.assign(5, 2);
   costs.update_ms.assign(5, 0);
   costs.output_bytes.assign(5, 0);
-  const auto simulated =
-      simulated_breakdown(costs, 2, 4, Checkpoint::kAlways, link_preset("none"), shape.balance);
+  const auto simulated = simulated_breakdown(costs, 2, 4, Checkpoint::kAlways, link_preset("none"),
+                                             shape.device_balance());
   const auto b = measured_breakdown(m.last_step_events, m.step_ms.back(), simulated);
   EXPECT_NEAR(b.sum(), 1, 1e-9);
   EXPECT_GT(b.forward, 0);

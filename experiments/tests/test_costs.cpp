@@ -176,7 +176,6 @@ TEST(Projection, EveryScheduleIsItsSimulationPlusTheSlowestUpdateAndTheAllReduce
     const auto schedule = shape.training_schedule();
     const auto scaled = scaled_compute(costs, 1.5);
     EXPECT_EQ(p.stage_balance, balance_by_time(costs, 2 * shape.v)) << to_string(kind);
-    EXPECT_EQ(p.balance, sum_per_device(schedule.stage_device, 2, p.stage_balance));
     EXPECT_DOUBLE_EQ(
         p.pipeline_ms,
         simulate(schedule, stage_costs_ms(scaled, p.stage_balance, link), Checkpoint::kExceptLast)
@@ -208,10 +207,15 @@ TEST(Projection, RefusesWhatItCannotProject) {
                       "a balance of 3 stages was given");
   shape.schedule = ScheduleKind::kInterleaved1F1B;
   shape.v = 2;
-  shape.balance = {2, 2};
-  EXPECT_CONFIG_ERROR(project(shape, costs, link_preset("none")), "give its stage balance");
-  shape.stage_balance = {1, 1, 1, 1};
-  EXPECT_EQ(project(shape, costs, link_preset("none")).balance, (std::vector<int64_t>{2, 2}));
+  // A balance per device is split over each device's v stages as the engine splits it.
+  shape.balance = Balance::per_device({1, 3});
+  EXPECT_CONFIG_ERROR(project(shape, costs, link_preset("none")),
+                      "which v=2 virtual stages cannot share evenly");
+  shape.balance = Balance::per_device({2, 2});
+  EXPECT_EQ(project(shape, costs, link_preset("none")).stage_balance,
+            (std::vector<int64_t>{1, 1, 1, 1}));
+  shape.balance = Balance::per_stage({1, 1, 2});
+  EXPECT_CONFIG_ERROR(project(shape, costs, link_preset("none")), "which has 4 (K x v)");
   shape.R = 2;
   EXPECT_CONFIG_ERROR(project(shape, costs, link_preset("none")),
                       "needs the time of its all-reduce");
@@ -334,7 +338,7 @@ TEST(Memory, ScaledBytesScalesWhatAMicroBatchHoldsButNotTheParameters) {
 TEST(MeasuredStep, MeasuredStepsReportTimeAndPerDeviceMemory) {
   const auto builder = models::make_model(tiny_transformer(2));
   PipelineShape shape;
-  shape.balance = {2, 2};
+  shape.balance = Balance::per_device({2, 2});
   shape.M = 2;
   shape.checkpoint = Checkpoint::kAlways;
   const auto m = measure_training(*builder, builder->sample_batch(4, 1), shape, adam(), 1, 2);
@@ -378,7 +382,7 @@ TEST(LayerCosts, LayerCostsOfARealModelFeedAProjection) {
   EXPECT_EQ(costs.output_bytes.back(), 2 * 8 * 64 * 4);
   const auto p = gpipe_step(costs, 2, 2, Checkpoint::kAlways, link_preset("pcie"));
   EXPECT_GT(p.step_ms, 0);
-  EXPECT_EQ(p.balance.size(), 2u);
+  EXPECT_EQ(p.stage_balance.size(), 2u);
 }
 
 // ---- calibration ------------------------------------------------------------------------------

@@ -361,7 +361,7 @@ TEST_F(PlanSearch, APredictionScalesWithItsCalibration) {
   const auto key = calibration_key(book, request, shape);
   const double slowdown = book.calibration(key);
   EXPECT_EQ(planned.calibration, slowdown);
-  const auto twice = predict(book, request, shape, planned.shape.stage_balance, 2 * slowdown);
+  const auto twice = predict(book, request, shape, planned.shape.stage_balance(), 2 * slowdown);
   EXPECT_NEAR(twice.pipeline_ms, 2 * planned.pipeline_ms, 1e-9 * planned.pipeline_ms);
   EXPECT_NEAR(twice.update_ms, 2 * planned.update_ms, 1e-9 * planned.update_ms);
   EXPECT_EQ(twice.peak_bytes, planned.peak_bytes);
@@ -417,20 +417,20 @@ TEST_F(PlanSearch, APlanIsTheTrainersShape) {
   EXPECT_EQ(shape.threads, 1);
   const auto plan = predict(book, request, shape);
   // 5 layers (4 hidden and the output) in 4 stages, and their sums on the V's two devices.
-  ASSERT_EQ(plan.shape.stage_balance.size(), 4u);
-  EXPECT_EQ(plan.shape.balance, sum_per_device(ScheduleKind::kZBV, 2, plan.shape.stage_balance));
-  // The printed command, read by the trainer's own flags, gives the plan's shape with the stage
-  // balance alone: the trainer derives the balance from it.
+  ASSERT_TRUE(plan.shape.balance.per_stage());
+  ASSERT_EQ(plan.shape.stage_balance().size(), 4u);
+  EXPECT_EQ(plan.shape.device_balance(),
+            sum_per_device(ScheduleKind::kZBV, 2, plan.shape.stage_balance()));
+  // The printed command, read by the trainer's own flags, gives the plan's shape back, its
+  // balance per virtual stage.
   train::TrainOptions options;
   CLI::App app;
   train::add_train_flags(app, options);
   auto flags = to_flags(plan.shape);
   std::reverse(flags.begin(), flags.end());
   app.parse(flags);
-  auto expected = plan.shape;
-  expected.balance.clear();
-  EXPECT_TRUE(options.shape == expected) << options.shape.describe();
-  EXPECT_EQ(options.shape.stage_balance, plan.shape.stage_balance);
+  EXPECT_TRUE(options.shape == plan.shape) << options.shape.describe();
+  EXPECT_EQ(options.shape.balance.layers, plan.shape.balance.layers);
 }
 
 // Only a regular file is read as a schedule: a folder, a device, a name too long for the system
@@ -447,6 +447,42 @@ TEST(PipelineShape, AScheduleFileIsARegularFile) {
 
 // Every shape a user or a plan can give survives being printed and read back: as gpipe_train
 // flags (one balance; R is not a flag) and as a plan's description (its keys).
+// One balance, in its own unit; the other form is derived, as the engine cuts it.
+TEST(PipelineShape, HoldsOneBalanceAndDerivesTheOther) {
+  auto shape = parse_shape("K=2,M=4,schedule=zbv");  // stages 0 and 3 on device 0, 1 and 2 on 1
+  shape.balance = Balance::per_stage({1, 2, 3, 5});
+  EXPECT_EQ(shape.device_balance(), (std::vector<int64_t>{6, 5}));
+  EXPECT_EQ(shape.stage_balance(), (std::vector<int64_t>{1, 2, 3, 5}));
+  const auto options = to_pipeline_options(shape);
+  EXPECT_EQ(options.balance(), (std::vector<int64_t>{6, 5}));
+  EXPECT_EQ(options.stage_balance(), (std::vector<int64_t>{1, 2, 3, 5}));
+  shape.balance = Balance::per_device({4, 2});
+  EXPECT_EQ(shape.stage_balance(), (std::vector<int64_t>{2, 1, 1, 2}));
+  EXPECT_TRUE(to_pipeline_options(shape).stage_balance().empty());
+  shape.balance = Balance::per_device({3, 2});
+  EXPECT_CONFIG_ERROR(shape.stage_balance(), "cannot share evenly");
+  // A cut per virtual stage stays one where v > 1, and is the devices' own list at v = 1.
+  set_stage_balance(shape, {1, 2, 3, 5});
+  EXPECT_TRUE(shape.balance.per_stage());
+  auto gpipe = parse_shape("K=2,M=4");
+  set_stage_balance(gpipe, {3, 4});
+  EXPECT_FALSE(gpipe.balance.per_stage());
+  EXPECT_EQ(gpipe.stage_balance(), gpipe.device_balance());
+  // Without K the stage balance gives it.
+  shape.K = 0;
+  EXPECT_EQ(shape.device_balance(), (std::vector<int64_t>{6, 5}));
+  // Both flags at once are refused, in either order.
+  for (const auto& flags :
+       {std::vector<std::string>{"1,1,1,1", "--stage-balance", "2,2", "--balance"},
+        std::vector<std::string>{"2,2", "--balance", "1,1,1,1", "--stage-balance"}}) {
+    train::TrainOptions twice;
+    CLI::App both;
+    train::add_train_flags(both, twice);
+    auto args = flags;
+    EXPECT_THROW(both.parse(args), CLI::ValidationError);
+  }
+}
+
 TEST(PipelineShape, FlagsAndDescriptionsReadBackAsTheSameShape) {
   // Every kind, and two schedule files (one stage per device, and a V).
   std::vector<PipelineShape> schedules;
@@ -480,9 +516,9 @@ TEST(PipelineShape, FlagsAndDescriptionsReadBackAsTheSameShape) {
         if (explicit_layout) {
           shape.devices = {"cpu:0", "cpu:1"};
           if (v > 1) {
-            shape.stage_balance = {2, 1, 1, 3};
+            shape.balance = Balance::per_stage({2, 1, 1, 3});
           } else {
-            shape.balance = {4, 3};
+            shape.balance = Balance::per_device({4, 3});
           }
         }
         train::TrainOptions options;

@@ -397,7 +397,7 @@ struct Trainer::RunLog {
 TrainResult Trainer::run() {
   const auto& o = options_;
   TrainResult result;
-  result.balance = o.shape.balance;
+  result.balance = o.shape.device_balance();
   result.parameters = builder_->count_parameters();
   const int64_t total = total_steps();
   const LrSchedule schedule(o, total, data_->steps_per_epoch());
@@ -408,7 +408,7 @@ TrainResult Trainer::run() {
   if (reports()) {
     log.progress.info(
         c10::str("model ", o.model.name(), ": ", total_layers_, " layers, ", result.parameters,
-                 " parameters; balance ", c10::Join(",", o.shape.balance), ", M=", o.shape.M,
+                 " parameters; balance ", c10::Join(",", result.balance), ", M=", o.shape.M,
                  ", checkpoint ", to_string(o.shape.checkpoint), ", schedule ",
                  o.shape.schedule_name(), ", ", o.optimizer.name(), " lr ", o.optimizer.lr()));
     log.progress.info(
@@ -565,11 +565,8 @@ void Trainer::choose_plan() {
               "--plan auto plans this process's devices; for a distributed run take the command "
               "gpipe_plan prints");
   // The plan sets the balance; one given beside it would be dropped without a word.
-  GPIPE_CHECK(o.shape.balance.empty() && o.shape.stage_balance.empty(), ConfigError,
-              "--plan auto chooses the balance itself, so ",
-              o.shape.stage_balance.empty()
-                  ? "--balance " + c10::Join(",", o.shape.balance)
-                  : "--stage-balance " + c10::Join(",", o.shape.stage_balance),
+  GPIPE_CHECK(o.shape.balance.empty(), ConfigError, "--plan auto chooses the balance itself, so ",
+              o.shape.balance.describe(),
               " would be ignored: drop it, or drop --plan auto to run that balance");
   auto request = plan_request(o);
   request.max_replicas = 1;
@@ -585,29 +582,22 @@ void Trainer::choose_plan() {
 
 void Trainer::resolve_balance() {
   auto& shape = options_.shape;
-  const PipelineShape asked = shape;  // as given
-  const auto kind = asked.schedule;
-  const int64_t v = asked.virtual_stages();
-  check_virtual_stages(kind, v);
-  if (!asked.stage_balance.empty()) {
-    const auto& stages = asked.stage_balance;
-    shape.K = devices_of_stage_balance(stages, asked.K, v);
-    set_stage_balance(shape, stages);
-    // A plan gives both; given by hand, one of them.
-    GPIPE_CHECK(asked.balance.empty() || asked.balance == shape.balance, ConfigError, "--balance ",
-                c10::Join(",", asked.balance), " and --stage-balance ", c10::Join(",", stages),
-                " disagree: the stage balance puts ", c10::Join(",", shape.balance),
-                " layers on the devices; give one of them");
+  const int64_t v = shape.virtual_stages();
+  check_virtual_stages(shape.schedule, v);
+  const auto given = shape.balance;
+  if (given.per_stage()) {
+    shape.K = devices_of_stage_balance(given.layers, shape.K, v);
+    set_stage_balance(shape, given.layers);
     return;
   }
-  if (!asked.balance.empty()) {
-    const auto K = static_cast<int64_t>(asked.balance.size());
-    GPIPE_CHECK(asked.K == 0 || asked.K == K, ConfigError, "--balance ",
-                c10::Join(",", asked.balance), " has ", K, " stages but --partitions is ", asked.K);
+  if (!given.empty()) {
+    const auto K = static_cast<int64_t>(given.layers.size());
+    GPIPE_CHECK(shape.K == 0 || shape.K == K, ConfigError, given.describe(), " has ", K,
+                " devices but --partitions is ", shape.K);
     shape.K = K;
     return;
   }
-  shape.K = asked.K > 0 ? asked.K : 1;
+  shape.K = shape.K > 0 ? shape.K : 1;
   set_stage_balance(shape, balance_stages(shape.K * v));
 }
 
