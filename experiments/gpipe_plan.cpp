@@ -134,9 +134,7 @@ void print_table(const std::vector<plan::Plan>& plans, const plan::PlanRequest& 
   for (size_t i = 0; i < plans.size(); ++i) {
     const auto& p = plans[i];
     const auto& s = p.shape;
-    std::string balance;
-    for (auto b : s.device_balance())
-      balance += (balance.empty() ? "" : ",") + std::to_string(b);
+    const auto balance = c10::Join(",", s.device_balance());
     double measured_peak = 0;
     for (auto b : p.measured_peak_bytes)
       measured_peak = std::max(measured_peak, static_cast<double>(b));

@@ -195,7 +195,7 @@ PipelineOptions to_pipeline_options(const PipelineShape& shape) {
       .schedule(shape.schedule)
       .program(shape.program)
       .virtual_stages(shape.v)
-      .stage_balance(shape.balance.per_stage() ? shape.balance.layers : std::vector<int64_t>{})
+      .stage_balance(shape.balance.explicit_stages())
       .threads_per_device(shape.threads)
       .precision(shape.precision);
   if (!shape.devices.empty()) options.devices(shape.devices);

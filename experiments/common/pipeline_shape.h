@@ -36,6 +36,11 @@ struct Balance {
   }
   bool empty() const { return layers.empty(); }
   bool per_stage() const { return unit == Unit::kStage; }
+  // The layers per virtual stage when given so, else empty (the engine splits each device's
+  // layers evenly): what PipelineOptions::stage_balance and the recorded settings take.
+  std::vector<int64_t> explicit_stages() const {
+    return per_stage() ? layers : std::vector<int64_t>{};
+  }
   // "--balance 3,2" or "--stage-balance 1,2,1,1": the flag that gives it.
   std::string describe() const;
   bool operator==(const Balance& o) const {

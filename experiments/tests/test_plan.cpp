@@ -445,8 +445,6 @@ TEST(PipelineShape, AScheduleFileIsARegularFile) {
   EXPECT_CONFIG_ERROR(parse_shape("K=2,schedule=file:\x01"), "\\x01");
 }
 
-// Every shape a user or a plan can give survives being printed and read back: as gpipe_train
-// flags (one balance; R is not a flag) and as a plan's description (its keys).
 // One balance, in its own unit; the other form is derived, as the engine cuts it.
 TEST(PipelineShape, HoldsOneBalanceAndDerivesTheOther) {
   auto shape = parse_shape("K=2,M=4,schedule=zbv");  // stages 0 and 3 on device 0, 1 and 2 on 1
@@ -483,6 +481,8 @@ TEST(PipelineShape, HoldsOneBalanceAndDerivesTheOther) {
   }
 }
 
+// Every shape a user or a plan can give survives being printed and read back: as gpipe_train
+// flags (one balance; R is not a flag) and as a plan's description (its keys).
 TEST(PipelineShape, FlagsAndDescriptionsReadBackAsTheSameShape) {
   // Every kind, and two schedule files (one stage per device, and a V).
   std::vector<PipelineShape> schedules;
