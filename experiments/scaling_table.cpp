@@ -52,6 +52,7 @@ struct Flags {
   std::string breakdown_out;
   int64_t batch = 0, max_measured_k = 0;
   int warmup = -1, steps = -1, profile_iterations = -1, check_rounds = 1;
+  bool check_reprofile = false;
   bool calibrate = true;
   int calibration_rounds = 3;
   std::string calibration_chunks_text;
@@ -128,10 +129,14 @@ void add_run_flags(CLI::App& app, Flags& flags) {
                  "timed runs per layer when profiling; the median counts (default 5)")
       ->check(cli::int_range(1, 1000));
   app.add_option("--check-rounds", flags.check_rounds,
-                 "rounds of each projection check, each a fresh profile right before the measured "
-                 "run; the medians are compared (this machine's speed drifts within minutes)")
+                 "rounds of each projection check, each a fresh calibration at the row's M right "
+                 "before the measured run; the medians are compared (this machine's speed drifts "
+                 "within minutes)")
       ->capture_default_str()
       ->check(cli::int_range(1, 100));
+  app.add_flag("--check-reprofile", flags.check_reprofile,
+               "with --check-rounds above 1: also profile every layer afresh in each round "
+               "(about three times the time)");
   app.add_flag("--calibrate,!--no-calibrate", flags.calibrate,
                "scale each model's projected compute costs by a real one-device step over its "
                "projection (default on, where the model fits this machine; the K=2 check then "
@@ -216,6 +221,7 @@ tables::ScalingOptions scaling_options(const Flags& flags) {
   if (flags.warmup >= 0) options.warmup_steps = flags.warmup;
   if (flags.steps >= 0) options.timed_steps = flags.steps;
   options.check_rounds = flags.check_rounds;
+  options.check_reprofile = flags.check_reprofile;
   options.calibrate = flags.calibrate;
   options.calibration_rounds = flags.calibration_rounds;
   if (!flags.calibration_chunks_text.empty())

@@ -63,12 +63,14 @@ struct ScalingOptions {
   int warmup_steps = 1;
   int timed_steps = 5;
   ProfileOptions profile = ProfileOptions().warmup(1).iterations(5).threads(1);
-  // Rounds of each projection check: with more than one, every round profiles the layers afresh,
-  // calibrates them at the row's M (one measurement, where the table calibrates) and measures
-  // the run right after, so that a projection, its calibration and its measurement see the same
-  // machine (this one's speed drifts by tens of percent within minutes); the check compares the
-  // medians and keeps every round's error. The table's measured row is round 0's.
+  // Rounds of each projection check: with more than one, every round calibrates the row's layer
+  // costs at its M (one one-device measurement, where the table calibrates) and measures the run
+  // right after, so that a projection's calibration and its measurement see the same machine
+  // (this one's speed drifts by tens of percent within minutes); the check compares the medians
+  // and keeps every round's error. The table's measured row is round 0's. `check_reprofile` also
+  // profiles every layer afresh in each round (about three times the time of a round).
   int check_rounds = 1;
+  bool check_reprofile = false;
   // Calibrate each model's projections (costs/calibration.h) by a real one-device step (K=1, the
   // model's N, M micro-batches, the table's re-materialisation) over its projection, where the
   // model fits this machine: at each M of `calibration_chunks` (empty: the largest M of the

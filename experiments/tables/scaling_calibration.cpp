@@ -121,7 +121,8 @@ void calibrate_models(ScalingRun& run, const std::vector<std::unique_ptr<ModelRu
 }
 
 Profiled paired_profile(ScalingRun& run, const ModelRun& mr, int64_t M) {
-  auto raw = profile_layers(run, mr, M);
+  const RawProfile raw =
+      run.options.check_reprofile ? profile_layers(run, mr, M) : raw_at(run, mr, M);
   if (!run.options.calibrate || !mr.can_measure) return with_calibration(raw, 1.0);
   return with_calibration(
       raw, calibration_round(run, mr, one_device_key(run.options, mr.model, M), raw.costs));

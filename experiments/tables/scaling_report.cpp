@@ -224,11 +224,14 @@ void write_check_explanation(std::ostream& out, const ScalingOptions& o) {
          "in-process transport delayed every message as the link would), against the "
          "measured step.";
   if (rounds > 1) {
-    out << " Each check ran " << rounds << " rounds, each a fresh profile"
-        << (o.calibrate ? " calibrated right after it at the row's M (one measurement)" : "")
+    out << " Each check ran " << rounds << " rounds, each "
+        << (o.check_reprofile ? "a fresh profile" : "the row's profile")
+        << (o.calibrate ? " calibrated at the row's M (one one-device measurement)" : "")
         << " and then the measured run; the samples/s are the "
            "medians over the rounds and the error is the median of the rounds' own errors "
-           "(each round's profile and measurement share that minute's machine, which drifts "
+           "(each round's "
+        << (o.calibrate ? "calibration" : "profile")
+        << " and measurement share that minute's machine, which drifts "
            "by tens of percent between rounds). The last two columns give the error of the two "
            "medians (the pairing lost) and every round's own error.";
   }
@@ -331,6 +334,7 @@ nlohmann::json to_json(const ScalingResult& result) {
             {"iterations", o.profile.iterations()},
             {"threads", o.profile.threads()}}},
           {"check_rounds", o.check_rounds},
+          {"check_reprofile", o.check_reprofile},
           {"calibrate", o.calibrate},
           {"calibration_steps", o.calibration_steps},
           {"calibration_rounds", o.calibration_rounds},

@@ -137,9 +137,9 @@ const Profiled& profiled_at(ScalingRun& run, const ModelRun& mr, int64_t M);
 // then takes the median of the nearest calibration.
 void calibrate_models(ScalingRun& run, const std::vector<std::unique_ptr<ModelRun>>& model_runs);
 
-// One check round's costs at M: a fresh profile, calibrated right after it by one measurement at
-// M where the table calibrates (the round's profile, calibration and measured run then share
-// that minute's machine).
+// One check round's costs at M: the run's profile at M (a fresh one under
+// ScalingOptions::check_reprofile), calibrated now by one measurement at M where the table
+// calibrates (the round's calibration and measured run then share that minute's machine).
 Profiled paired_profile(ScalingRun& run, const ModelRun& mr, int64_t M);
 
 // ---- project (scaling_projection.cpp) ----

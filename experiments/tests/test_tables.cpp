@@ -276,6 +276,16 @@ TEST(ScalingReport, MarkdownCsvAndJsonCarryOursAndThePapers) {
       << rounds_markdown;
   EXPECT_EQ(to_json(result)["checks"][0]["round_errors"].size(), 3u);
   EXPECT_EQ(to_json(result)["check_rounds"], 3);
+  // By default a round pairs a fresh calibration with its measurement; --check-reprofile also
+  // profiles afresh, and the paragraph and the JSON say which.
+  EXPECT_NE(rounds_markdown.find("each the row's profile calibrated at the row's M"),
+            std::string::npos)
+      << rounds_markdown;
+  EXPECT_EQ(to_json(result)["check_reprofile"], false);
+  result.options.check_reprofile = true;
+  EXPECT_NE(to_markdown(result).find("each a fresh profile calibrated at the row's M"),
+            std::string::npos);
+  EXPECT_EQ(to_json(result)["check_reprofile"], true);
 }
 
 }  // namespace
