@@ -130,8 +130,9 @@ void add_run_flags(CLI::App& app, Flags& flags) {
       ->check(cli::int_range(1, 1000));
   app.add_option("--check-rounds", flags.check_rounds,
                  "rounds of each projection check, each a fresh calibration at the row's M right "
-                 "before the measured run; the medians are compared (this machine's speed drifts "
-                 "within minutes)")
+                 "before the measured run (on cpu also K one-device steps at once, for the "
+                 "share of the step all K devices are busy); the medians are compared (this "
+                 "machine's speed drifts within minutes)")
       ->capture_default_str()
       ->check(cli::int_range(1, 100));
   app.add_flag("--check-reprofile", flags.check_reprofile,

@@ -156,6 +156,18 @@ CalibrationStep measure_calibration(const models::ModelBuilder& builder, const L
   return out;
 }
 
+double contended_calibration(double alone, double together, double bubble, int64_t K) {
+  check_ratio("alone", alone);
+  check_ratio("together", together);
+  GPIPE_CHECK(bubble >= 0 && bubble <= 1 && K >= 1, ConfigError,
+              "a contended calibration needs a bubble in [0, 1] and K >= 1, got ", bubble, " and ",
+              K);
+  if (K == 1) return alone;
+  const double k = static_cast<double>(K);
+  const double all_busy = std::clamp((k * (1 - bubble) - 1) / (k - 1), 0.0, 1.0);
+  return alone + (together - alone) * all_busy;
+}
+
 double rounds_spread(const std::vector<double>& rounds) {
   if (rounds.size() < 2) return 0;
   const auto [lo, hi] = std::minmax_element(rounds.begin(), rounds.end());

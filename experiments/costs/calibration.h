@@ -103,6 +103,14 @@ struct CalibrationStep {
   double ratio() const { return measured_ms / projected_ms; }
 };
 
+// The calibration of a step on K devices that contend for one machine's caches and memory (CPU
+// virtual devices) when they work at once: `alone`, a one-device step's ratio, where one device
+// works; `together`, the ratio of K one-device steps run at once, where all K work; weighted by
+// the share of the step all K are busy, at least (K (1 - bubble) - 1) / (K - 1) of it (at K = 2,
+// 1 - 2 bubble; none at K = 1). Throws ConfigError for a ratio that is not finite and > 0, a
+// bubble outside [0, 1] or K < 1.
+double contended_calibration(double alone, double together, double bubble, int64_t K);
+
 // Measures the step `key` names of `builder`'s model (layer costs `costs`, measured at
 // key.microbatch) with `optimizer`, against its projection from `costs`. Throws ConfigError when
 // the devices are fewer than K x replicas, or the key's schedule cannot run its K and M.

@@ -64,7 +64,8 @@ struct ScalingOptions {
   int timed_steps = 5;
   ProfileOptions profile = ProfileOptions().warmup(1).iterations(5).threads(1);
   // Rounds of each projection check: with more than one, every round calibrates the row's layer
-  // costs at its M (one one-device measurement, where the table calibrates) and measures the run
+  // costs at its M (a one-device step, where the table calibrates; on CPU virtual devices also K
+  // of them at once, weighed by costs::contended_calibration) and measures the run
   // right after, so that a projection's calibration and its measurement see the same machine
   // (this one's speed drifts by tens of percent within minutes); the check compares the medians
   // and keeps every round's error. The table's measured row is round 0's. `check_reprofile` also

@@ -65,16 +65,18 @@ double calibration_round(const ScalingRun& run, const ModelRun& mr,
                          const costs::CalibrationKey& key, const costs::LayerCosts& raw) {
   const auto& options = run.options;
   const auto t0 = std::chrono::steady_clock::now();
-  const auto step = costs::measure_calibration(*mr.builder, raw, key, make_optimizer(mr.optimizer),
-                                               costs::CalibrationOptions()
-                                                   .devices({options.device_type + ":0"})
-                                                   .warmup(options.warmup_steps)
-                                                   .steps(options.calibration_steps)
-                                                   .precision(options.precision));
+  const auto step = costs::measure_calibration(
+      *mr.builder, raw, key, make_optimizer(mr.optimizer),
+      costs::CalibrationOptions()
+          .devices(devices_for(options.device_type, key.K * key.replicas))
+          .warmup(options.warmup_steps)
+          .steps(options.calibration_steps)
+          .precision(options.precision));
   spdlog::info(
-      "{}: a one-device step of M={} took {:.1f} ms, its projection {:.1f} ms: {:.3f} "
-      "({:.1f} s)",
-      mr.model.label, key.M, step.measured_ms, step.projected_ms, step.ratio(), elapsed_s(t0));
+      "{}: a one-device step of M={} ({} at once) took {:.1f} ms, its projection {:.1f} ms: "
+      "{:.3f} ({:.1f} s)",
+      mr.model.label, key.M, key.replicas, step.measured_ms, step.projected_ms, step.ratio(),
+      elapsed_s(t0));
   return step.ratio();
 }
 
@@ -120,12 +122,17 @@ void calibrate_models(ScalingRun& run, const std::vector<std::unique_ptr<ModelRu
   }
 }
 
-Profiled paired_profile(ScalingRun& run, const ModelRun& mr, int64_t M) {
+Profiled paired_profile(ScalingRun& run, const ModelRun& mr, int64_t M, int64_t K) {
   const RawProfile raw =
       run.options.check_reprofile ? profile_layers(run, mr, M) : raw_at(run, mr, M);
   if (!run.options.calibrate || !mr.can_measure) return with_calibration(raw, 1.0);
-  return with_calibration(
-      raw, calibration_round(run, mr, one_device_key(run.options, mr.model, M), raw.costs));
+  auto key = one_device_key(run.options, mr.model, M);
+  auto out = with_calibration(raw, calibration_round(run, mr, key, raw.costs));
+  if (run.options.device_type == "cpu" && K > 1) {
+    key.replicas = K;  // K one-device steps at once, as the run's K devices work
+    out.contended = calibration_round(run, mr, key, raw.costs);
+  }
+  return out;
 }
 
 }  // namespace gpipe::tables::scaling

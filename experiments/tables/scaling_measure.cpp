@@ -58,14 +58,22 @@ void measure_rounds(ScalingRun& run, const ModelRun& mr, const Profiled& profile
   const auto& options = run.options;
   auto& rounds = run.check_rounds[run_key];
   for (int r = 0; r < options.check_rounds; ++r) {
-    const auto fresh = options.check_rounds > 1 ? paired_profile(run, mr, row.M) : profiled;
+    const auto fresh = options.check_rounds > 1 ? paired_profile(run, mr, row.M, row.K) : profiled;
     auto m = measure_once(run, mr, row, measured_link, r);
-    const auto projected = costs::project(
-        table_shape(options, row.K, row.M, row.balance), fresh.costs, measured_link.local,
-        costs::ProjectionOptions().calibration(fresh.calibration));
+    const auto shape = table_shape(options, row.K, row.M, row.balance);
+    auto project = [&](double calibration) {
+      return costs::project(shape, fresh.costs, measured_link.local,
+                            costs::ProjectionOptions().calibration(calibration));
+    };
+    auto projected = project(fresh.calibration);
+    double calibration = fresh.calibration;
+    if (fresh.contended > 0) {  // the bubble does not depend on a uniform calibration
+      calibration = costs::contended_calibration(fresh.calibration, fresh.contended,
+                                                 projected.bubble_fraction, row.K);
+      projected = project(calibration);
+    }
     rounds.push_back({costs::samples_per_second(mr.model.batch, projected.step_ms),
-                      costs::samples_per_second(mr.model.batch, m.median_step_ms),
-                      fresh.calibration});
+                      costs::samples_per_second(mr.model.batch, m.median_step_ms), calibration});
     if (r == 0) run.measured_cache[run_key] = std::move(m);
   }
 }

@@ -226,7 +226,11 @@ void write_check_explanation(std::ostream& out, const ScalingOptions& o) {
   if (rounds > 1) {
     out << " Each check ran " << rounds << " rounds, each "
         << (o.check_reprofile ? "a fresh profile" : "the row's profile")
-        << (o.calibrate ? " calibrated at the row's M (one one-device measurement)" : "")
+        << (o.calibrate ? " calibrated at the row's M (a one-device step; on CPU virtual devices, "
+                          "whose K devices share the cores' caches and memory, also K of them at "
+                          "once, the projection taking the second for the share of the step all K "
+                          "are busy: 1 - 2 x bubble at K=2)"
+                        : "")
         << " and then the measured run; the samples/s are the "
            "medians over the rounds and the error is the median of the rounds' own errors "
            "(each round's "

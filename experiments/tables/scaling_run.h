@@ -71,11 +71,14 @@ struct RawProfile {
   double other_cores = 0;
 };
 
-// The same costs with the model's calibration (1: none), which projections scale them by.
+// The same costs with the model's calibration (1: none), which projections scale them by. A
+// check round on CPU virtual devices also has the calibration of K one-device steps at once
+// (`contended`, 0: none; costs::contended_calibration weighs the two).
 struct Profiled {
   costs::LayerCosts costs;
   double other_cores = 0;
   double calibration = 1;
+  double contended = 0;
 };
 
 // Each check round of a measured run: its projected and measured samples/s and calibration.
@@ -137,10 +140,13 @@ const Profiled& profiled_at(ScalingRun& run, const ModelRun& mr, int64_t M);
 // then takes the median of the nearest calibration.
 void calibrate_models(ScalingRun& run, const std::vector<std::unique_ptr<ModelRun>>& model_runs);
 
-// One check round's costs at M: the run's profile at M (a fresh one under
-// ScalingOptions::check_reprofile), calibrated now by one measurement at M where the table
-// calibrates (the round's calibration and measured run then share that minute's machine).
-Profiled paired_profile(ScalingRun& run, const ModelRun& mr, int64_t M);
+// One check round's costs at M for a run on K devices: the run's profile at M (a fresh one under
+// ScalingOptions::check_reprofile), calibrated now by a one-device step at M where the table
+// calibrates (the round's calibration and measured run then share that minute's machine). On CPU
+// virtual devices, whose K devices share the machine's caches and memory, K one-device steps at
+// once give the contended calibration too (AmoebaNet-D's steps run 9-25% slower beside another:
+// results/scaling_check/contention.md).
+Profiled paired_profile(ScalingRun& run, const ModelRun& mr, int64_t M, int64_t K);
 
 // ---- project (scaling_projection.cpp) ----
 

@@ -451,6 +451,20 @@ TEST(Calibration, EveryScheduleHasTheFamilyOfItsBackwardAndPlacement) {
   EXPECT_EQ(shape.describe(), "K=2,R=1,M=4,schedule=zbv,v=2,checkpoint=always,threads=1");
 }
 
+TEST(Calibration, ContentionCountsWhereEveryDeviceIsBusy) {
+  // K = 2 with half the device time idle (M = 1): never both busy, the one-device ratio.
+  EXPECT_DOUBLE_EQ(costs::contended_calibration(0.9, 1.2, 0.5, 2), 0.9);
+  // No bubble: both always busy, the ratio of two at once.
+  EXPECT_DOUBLE_EQ(costs::contended_calibration(0.9, 1.2, 0.0, 2), 1.2);
+  // A bubble of 0.1 at K = 2: both busy 80% of the step.
+  EXPECT_NEAR(costs::contended_calibration(0.9, 1.2, 0.1, 2), 0.9 + 0.3 * 0.8, 1e-12);
+  // K = 4, bubble 0.25: all four busy at least (4 x 0.75 - 1) / 3 = 2/3 of the step.
+  EXPECT_NEAR(costs::contended_calibration(1.0, 1.3, 0.25, 4), 1.0 + 0.3 * 2.0 / 3.0, 1e-12);
+  EXPECT_DOUBLE_EQ(costs::contended_calibration(0.9, 1.2, 0.0, 1), 0.9);
+  EXPECT_THROW(costs::contended_calibration(0.9, 1.2, 1.5, 2), ConfigError);
+  EXPECT_THROW(costs::contended_calibration(0.0, 1.2, 0.1, 2), ConfigError);
+}
+
 TEST(Calibration, RoundsInterleaveTheirKeysAndGiveTheMedian) {
   Calibrations<CalibrationKey> book;
   CalibrationKey a, b;
