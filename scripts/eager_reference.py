@@ -331,12 +331,9 @@ def measure(args):
     return rows
 
 
-def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default="cuda:0", help="cpu or cuda:N (default cuda:0)")
+def add_model_flags(parser):
+    """The model and its knobs, the mini-batch (experiments/peers/theirs.py takes the same)."""
     parser.add_argument("--model", choices=["mlp", "transformer-l", "amoebanet-d"], default="mlp")
-    parser.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
-                        help="autocast dtype of the forward (the loss in fp32)")
     parser.add_argument("--d-model", type=positive, default=64, help="transformer-l")
     parser.add_argument("--ffn", type=positive, default=256, help="transformer-l")
     parser.add_argument("--heads", type=positive, default=4, help="transformer-l")
@@ -354,6 +351,23 @@ def parse_args():
                              "normal cells L (amoebanet-d)")
     parser.add_argument("--classes", type=positive, default=10)
     parser.add_argument("--batch-size", type=positive, default=1024)
+
+
+def check_model_flags(parser, args):
+    if args.model == "amoebanet-d" and args.filters % 16:
+        parser.error(f"--filters {args.filters}: amoebanet-d needs a multiple of 16 (its first "
+                     "stem cell has D/4 filters and bottlenecks to a quarter of those)")
+    if args.model == "amoebanet-d" and args.image_size < 17:
+        parser.error(f"--image-size {args.image_size}: amoebanet-d halves the image five times "
+                     "and needs at least 17 pixels")
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda:0", help="cpu or cuda:N (default cuda:0)")
+    parser.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
+                        help="autocast dtype of the forward (the loss in fp32)")
+    add_model_flags(parser)
     parser.add_argument("--chunks", type=positive_list, default=[1, 4, 8], help="M values")
     parser.add_argument("--input", type=lambda t: t.split(","), default=["host", "resident"],
                         help="placements: host, resident")
@@ -372,12 +386,7 @@ def check_args(parser, args):
         parser.error(f"--input {bad[0]!r} is not a placement: use host or resident")
     if any(args.batch_size % m for m in args.chunks):
         parser.error(f"--batch-size {args.batch_size} does not split into --chunks {args.chunks}")
-    if args.model == "amoebanet-d" and args.filters % 16:
-        parser.error(f"--filters {args.filters}: amoebanet-d needs a multiple of 16 (its first "
-                     "stem cell has D/4 filters and bottlenecks to a quarter of those)")
-    if args.model == "amoebanet-d" and args.image_size < 17:
-        parser.error(f"--image-size {args.image_size}: amoebanet-d halves the image five times "
-                     "and needs at least 17 pixels")
+    check_model_flags(parser, args)
     try:
         device = torch.device(args.device)
     except RuntimeError:

@@ -29,3 +29,12 @@ part=$SECONDS
 export OMP_WAIT_POLICY=PASSIVE
 ctest --test-dir "$build" --output-on-failure --no-tests=error -j "$(nproc)" "$@"
 echo "test_torch2: the tests took $((SECONDS - part)) s"
+
+# PyTorch's own pipelining beside the engine, on this LibTorch (experiments/peers/): every
+# schedule both have on a small MLP, one round, untimed in effect. It fails when either side
+# cannot run a schedule or trains something else than its plain model (--strict).
+part=$SECONDS
+python3 experiments/peers/peers.py --python "$python" --ours "$build/bin/gpipe_train" --strict \
+  --set in-features=32 --set width=32 --set layers=3 --set batch-size=16 --chunks 4 \
+  --rounds 1 --check-steps 2 --steps 1 --out "$build/peers_check/peers"
+echo "test_torch2: PyTorch's pipelining beside the engine took $((SECONDS - part)) s"
