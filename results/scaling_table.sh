@@ -3,7 +3,7 @@
 # results/step_breakdown.{md,csv,json,png} (where Table 2's steps spend their time, and the
 # bubble against M). Timings: run it on an otherwise idle machine. Each K=2 projection check runs
 # 3 rounds, each a fresh calibration right before its measured run (this machine's speed drifts
-# within minutes); the quick preset takes about an hour on 2 cores (17 minutes with one round).
+# within minutes); the quick preset took 67 minutes on 2 cores (17 with one round).
 #
 #   results/scaling_table.sh            (from anywhere; builds build/bin/scaling_table if needed)
 set -euo pipefail
