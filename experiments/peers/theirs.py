@@ -256,7 +256,7 @@ def make_schedule(args, rank):
     stages = [stage_class(modules[s], s, len(modules), torch.device("cpu"),
                           input_args=examples[s][0], output_args=examples[s][1])
               for s in range(len(modules)) if ranks[s] == rank]
-    schedule_class, placement = SCHEDULES[args.schedule]
+    schedule_class = SCHEDULES[args.schedule][0]
     single = issubclass(schedule_class, PipelineScheduleSingle)  # takes one stage, not a list
     schedule = schedule_class(stages[0] if single else stages, args.M, loss_fn=loss_fn)
     params = [p for stage in stages for p in stage.submod.parameters()]

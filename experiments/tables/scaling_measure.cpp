@@ -67,7 +67,7 @@ void measure_rounds(ScalingRun& run, const ModelRun& mr, const Profiled& profile
     };
     auto projected = project(fresh.calibration);
     double calibration = fresh.calibration;
-    if (fresh.contended > 0) {  // the bubble does not depend on a uniform calibration
+    if (fresh.contended > 0) {  // the one-device projection's bubble says when all K work
       calibration = costs::contended_calibration(fresh.calibration, fresh.contended,
                                                  projected.bubble_fraction, row.K);
       projected = project(calibration);
